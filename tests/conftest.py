@@ -131,3 +131,41 @@ def tiny_spec(
 def replace_train(spec, **changes):
     run = dataclasses.replace(spec.run, train=dataclasses.replace(spec.run.train, **changes))
     return dataclasses.replace(spec, run=run)
+
+
+TINY_OVERRIDES = (
+    "model.dim=32",
+    "model.n_layers=2",
+    "model.n_heads=4",
+    "model.n_kv_heads=2",
+    "model.ffn_dim=64",
+    "model.max_seq_len=32",
+    "train.seq_len=16",
+    "train.global_batch=8",
+    "train.steps=12",
+    "train.lr=3e-3",
+    "train.min_lr=3e-4",
+    "train.warmup_steps=2",
+    "train.eval_every=6",
+    "train.eval_batches=2",
+    "train.ckpt_every=6",
+    "train.log_every=3",
+    "train.cpu_threads=2",
+    "seed=1234",
+)
+
+
+def tiny_cli(data: TinyData, run_dir: Path, *extra: str) -> list[str]:
+    """Arguments for `xtrain.launch` that train the tiny config on the tiny data."""
+    sets = [a for o in (*TINY_OVERRIDES, *extra) for a in ("--set", o)]
+    return [
+        "--params",
+        str(REPO / "params.yaml"),
+        *sets,
+        "--tokens",
+        str(data.tokens),
+        "--tokenizer",
+        str(data.tokenizer),
+        "--run-dir",
+        str(run_dir),
+    ]

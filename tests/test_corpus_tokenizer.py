@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, tiny_text
 
+from conftest import REPO, tiny_text
 from xtrain.corpus import CorpusError, download_sdist, make_corpus, split_point
 from xtrain.tokenizer import encode_text, load_tokenizer, train_tokenizer
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
 
+from conftest import REPO
 from xtrain.config import load_params, resolve
 from xtrain.validate import ValidationError
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TinyData, replace_train, tiny_spec
 
+from conftest import TinyData, replace_train, tiny_spec
 from xtrain import faults
 from xtrain.comm import FlatGrads, SingleComm
 from xtrain.data import TokenData, micro_batches

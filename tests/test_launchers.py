@@ -1,0 +1,226 @@
+"""DDP launchers: thread-per-rank and process-per-rank (real torchrun) share one train step.
+
+Numerical invariants against single-device training, the seed design's dropout-after-eval bug,
+and multi-node rendezvous on loopback. All tests here start several ranks, so they share one
+xdist group and run one after another (on a shared GPU runner, parallel DDP tests deadlock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TinyData, tiny_cli, tiny_spec
+from xtrain.launch import run_single, run_threads
+
+pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+
+
+def max_rel(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b) and a
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
+
+
+def torchrun(
+    data: TinyData, run_dir: Path, world: int, *extra: str, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(world),
+        "--max-restarts",
+        "0",
+        "-m",
+        "xtrain.launch",
+        "proc",
+        *tiny_cli(data, run_dir, *extra),
+    ]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def metrics(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_data: TinyData, tmp_path_factory) -> dict:
+    """The single-device run every DDP run is compared with (written through the real writer)."""
+    run_dir = tmp_path_factory.mktemp("single")
+    run_single(tiny_spec(tiny_data, run_dir=run_dir, train={"cpu_threads": 2}))
+    return metrics(run_dir)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_thread_launcher_matches_single_device(
+    tiny_data: TinyData, reference: dict, tmp_path: Path, world: int
+) -> None:
+    run_threads(
+        tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, train={"cpu_threads": 2}), world, 30
+    )
+    m = metrics(tmp_path)
+    rel = max_rel(m["train_loss"], reference["train_loss"])
+    print(
+        f"thread world {world}: loss vs single max rel {rel:.3g}, cross-rank {m['cross_rank']['max_abs_diff']}"
+    )
+    assert m["world"] == world and m["launcher"] == "thread"
+    assert rel < 1e-3
+    assert max_rel([e["loss"] for e in m["eval"]], [e["loss"] for e in reference["eval"]]) < 1e-3
+    assert m["cross_rank"]["max_abs_diff"] == 0.0  # fixed-order reduction: ranks are bit-identical
+    assert len(m["cross_rank"]["per_rank"]) == world
+
+
+@pytest.fixture(scope="module")
+def proc_run(tiny_data: TinyData, tmp_path_factory) -> dict:
+    run_dir = tmp_path_factory.mktemp("proc")
+    proc = torchrun(tiny_data, run_dir, 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return metrics(run_dir)
+
+
+def test_proc_launcher_matches_single_device_and_threads(
+    tiny_data: TinyData, reference: dict, proc_run: dict, tmp_path: Path
+) -> None:
+    rel = max_rel(proc_run["train_loss"], reference["train_loss"])
+    assert proc_run["world"] == 2 and proc_run["launcher"] == "proc" and rel < 1e-3
+    assert proc_run["cross_rank"]["max_abs_diff"] < 1e-6
+    run_threads(tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, train={"cpu_threads": 2}), 2, 30)
+    parity = max_rel(proc_run["train_loss"], metrics(tmp_path)["train_loss"])
+    print(
+        f"proc world 2: vs single {rel:.3g}, vs thread {parity:.3g}, cross-rank "
+        f"{proc_run['cross_rank']['max_abs_diff']}"
+    )
+    assert parity < 1e-3
+
+
+def test_explicit_allreduce_gives_the_same_trajectory_as_ddp(
+    tiny_data: TinyData, proc_run: dict, tmp_path: Path
+) -> None:
+    proc = torchrun(tiny_data, tmp_path, 2, "launchers.grad_sync=allreduce")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert max_rel(metrics(tmp_path)["train_loss"], proc_run["train_loss"]) < 1e-6
+
+
+def test_loss_match_detects_a_different_run(reference: dict, tiny_data: TinyData, tmp_path: Path) -> None:
+    """Negative control: a run that differs (another seed) is far outside the 1e-3 tolerance."""
+    run_threads(tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, seed=7), 2, 30)
+    assert max_rel(metrics(tmp_path)["train_loss"], reference["train_loss"]) > 1e-2
+
+
+# --- the seed design's bug: dropout silently off under DDP after an eval -----------------------------
+
+
+def dropout_runs(launch, tiny_data: TinyData, tmp_path: Path, p: float, eval_every: int) -> list[float]:
+    run_dir = tmp_path / f"p{p}-e{eval_every}"
+    launch(
+        run_dir, ("model.dropout=" + str(p), "model.attn_dropout=" + str(p), f"train.eval_every={eval_every}")
+    )
+    return metrics(run_dir)["train_loss"]
+
+
+def thread_launch(tiny_data: TinyData):
+    def launch(run_dir: Path, sets: tuple[str, ...]) -> None:
+        model = {k.split(".")[1]: float(v) for k, v in (s.split("=") for s in sets if s.startswith("model."))}
+        train = {"eval_every": int(sets[-1].split("=")[1]), "cpu_threads": 2}
+        run_threads(tiny_spec(tiny_data, launcher="thread", run_dir=run_dir, model=model, train=train), 2, 30)
+
+    return launch
+
+
+def proc_launch(tiny_data: TinyData):
+    def launch(run_dir: Path, sets: tuple[str, ...]) -> None:
+        proc = torchrun(tiny_data, run_dir, 2, *sets)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    return launch
+
+
+@pytest.mark.parametrize("launcher", ["thread", "proc"])
+def test_dropout_stays_live_after_eval_under_ddp(tiny_data: TinyData, tmp_path: Path, launcher: str) -> None:
+    launch = (thread_launch if launcher == "thread" else proc_launch)(tiny_data)
+    no_dropout = dropout_runs(launch, tiny_data, tmp_path, 0.0, 6)
+    with_eval = dropout_runs(launch, tiny_data, tmp_path, 0.2, 6)
+    without_eval = dropout_runs(launch, tiny_data, tmp_path, 0.2, 0)
+    # p>0 changes the trajectory, before and after the eval at step 6 ...
+    assert with_eval[:6] != no_dropout[:6] and with_eval[6:] != no_dropout[6:]
+    # ... and an eval in the middle changes nothing: masks after it are the ones a run without
+    # eval draws. Had eval left the model in eval mode, steps 6.. would differ.
+    assert with_eval == without_eval
+
+
+def test_a_step_in_eval_mode_is_refused(tiny_data: TinyData, monkeypatch) -> None:
+    """The guard itself: an eval that forgets model.train() stops the run at the next step."""
+    import xtrain.train as train_mod
+
+    real = train_mod.evaluate
+
+    def forgetful_evaluate(model, data, spec, comm):
+        loss = real(model, data, spec, comm)
+        model.eval()
+        return loss
+
+    monkeypatch.setattr(train_mod, "evaluate", forgetful_evaluate)
+    with pytest.raises(Exception, match="eval mode at a training step"):
+        run_threads(tiny_spec(tiny_data, launcher="thread", model={"dropout": 0.2}), 2, 30)
+
+
+# --- torchrun across two "nodes" on loopback ---------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_on_loopback_match_one_node(tiny_data: TinyData, proc_run: dict, tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+    nodes = []
+    for node_rank in (0, 1):
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node_rank),
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--rdzv-id",
+            f"xtrain-test-{port}",
+            "--max-restarts",
+            "0",
+            "-m",
+            "xtrain.launch",
+            "proc",
+            *tiny_cli(tiny_data, tmp_path / "run"),
+        ]
+        nodes.append(
+            subprocess.Popen(
+                cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+    outs = [n.communicate(timeout=120) for n in nodes]
+    for n, (_, err) in zip(nodes, outs, strict=True):
+        assert n.returncode == 0, err[-3000:]
+    m = metrics(tmp_path / "run")
+    assert m["world"] == 2
+    # One process per node, one thread each: the same arithmetic as one node with two processes.
+    assert max_rel(m["train_loss"], proc_run["train_loss"]) < 1e-6
+    assert m["cross_rank"]["max_abs_diff"] == 0.0
