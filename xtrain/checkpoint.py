@@ -6,8 +6,7 @@ Layout of one checkpoint directory:
     state.json             step, seed, run config and its hash, RNG scheme, parameter digest, history
     tokenizer.json         the tokenizer the model was trained with (self-contained for export)
 
-A run directory keeps `checkpoints/step_NNNNNN/` (the last `keep` of them) and `checkpoints/latest`,
-a one-line pointer replaced atomically after the directory is complete.
+Where checkpoint directories live is xtrain.checkpoint_dir (torch-free).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import torch
 from safetensors.torch import load_file, save
 from torch import nn
 
-from xtrain.fileio import atomic_directory, atomic_write_text, canonical_json, md5_file
+from xtrain.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.validate import load_json
 
 FORMAT = "xtrain-checkpoint/1"
@@ -126,26 +125,3 @@ def load_weights(path: Path) -> dict[str, torch.Tensor]:
 
 def load_optimizer(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(Path(path) / "optimizer.safetensors"))
-
-
-class CheckpointDir:
-    """`<run>/checkpoints/`: numbered checkpoints, a `latest` pointer, and pruning."""
-
-    def __init__(self, root: Path, keep: int) -> None:
-        self.root, self.keep = Path(root), keep
-
-    def path(self, step: int) -> Path:
-        return self.root / f"step_{step:06d}"
-
-    def latest(self) -> Path | None:
-        pointer = self.root / "latest"
-        if not pointer.exists():
-            return None
-        target = self.root / pointer.read_text().strip()
-        return target if (target / "state.json").exists() else None
-
-    def commit(self, step: int) -> None:
-        atomic_write_text(self.root / "latest", self.path(step).name + "\n")
-        done = sorted(p for p in self.root.glob("step_*") if p.is_dir())
-        for old in done[: max(0, len(done) - self.keep)]:
-            shutil.rmtree(old, ignore_errors=True)

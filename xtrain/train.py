@@ -20,7 +20,6 @@ from torch import nn
 
 from xtrain import faults
 from xtrain.checkpoint import (
-    CheckpointDir,
     load_model_tensors,
     load_optimizer,
     load_optimizer_tensors,
@@ -29,6 +28,7 @@ from xtrain.checkpoint import (
     read_state,
     save_checkpoint,
 )
+from xtrain.checkpoint_dir import CheckpointDir
 from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, micro_batches

@@ -1,0 +1,46 @@
+"""Stage `closed_loop`: transformers loads exports/fresh and must reproduce runs/single's logits and tokens.
+
+Records reports/closed_loop.json and exits 0 either way: the closed_loop gate decides.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pipeline import stage
+from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.corpus import load_split
+from xtrain.fileio import atomic_write_json
+from xtrain.validate import load_json, load_schema, validate
+from xtrain.verify import closed_loop, print_summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = stage.parser(__doc__ or "")
+    ap.add_argument("--export", default="exports/fresh")
+    ap.add_argument("--run", default="runs/single")
+    ap.add_argument("--report", default="reports/closed_loop.json")
+    args = ap.parse_args(argv)
+
+    def body() -> None:
+        cl = stage.params_of(args)["closed_loop"]
+        val = load_split(Path("data/corpus.txt"), load_json("data/corpus.json"), "val")
+        report = closed_loop(
+            Path(args.export),
+            resolve_checkpoint(args.run),
+            val,
+            cl["prompts"],
+            cl["prompt_tokens"],
+            cl["new_tokens"],
+            {"fp32": cl["logits_atol_fp32"], "bf16": cl["logits_atol_bf16"]},
+        )
+        validate(report, load_schema("gates", "closed_loop.schema.json"), args.report)
+        atomic_write_json(args.report, report)
+        print_summary(report)
+
+    return stage.run(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""python -m registry: list, verify, bless, pin, validate.
+
+    python -m registry list
+    python -m registry verify exports/pinned              # each file's expected and actual md5; exit 1 on mismatch
+    python -m registry bless --reason "why"               # bless exports/pinned as the next version
+    python -m registry bless --golden --reason "why"      # bless this environment's golden from the fresh run
+    python -m registry pin runs/single --model NAME --reason "why"   # pin a new reference checkpoint
+    python -m registry validate                           # schema-check every registry file
+
+Blessing never rewrites: it adds the next version and shows the diff from the last one. A reason
+(at least 10 characters) is required: goldens are never refreshed just to make a failure pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from registry.provenance import provenance
+from registry.store import MANIFEST, Registry, RegistryError, compare_files, export_files, write_once
+from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
+from xtrain.fileio import atomic_write_json, md5_file
+from xtrain.validate import ValidationError, load_json, load_schema, validate
+
+MIN_REASON = 10
+
+
+def default_model(params: str) -> str:
+    from xtrain.config import load_params
+
+    return load_params(params)["export"]["pinned_model"]
+
+
+def read_manifest(export_dir: Path) -> dict[str, Any]:
+    return load_json(str(export_dir / MANIFEST), load_schema("gates", "manifest.schema.json"))
+
+
+def need_reason(reason: str | None) -> str:
+    if not reason or len(reason.strip()) < MIN_REASON:
+        raise RegistryError(
+            f"bless needs --reason with at least {MIN_REASON} characters saying why "
+            "(never bless only to make an unexplained failure pass)"
+        )
+    return reason.strip()
+
+
+# -- verify -------------------------------------------------------------------------------------------
+
+
+def verify(reg: Registry, export_dir: Path, model: str, number: int | None) -> dict[str, Any]:
+    manifest = read_manifest(export_dir)
+    entry = reg.version(model, manifest["dtype"], number)
+    checks = compare_files(entry.data["files"], export_files(export_dir))
+    src_ok = manifest["source_checkpoint"]["model_md5"] == entry.data["source_checkpoint_md5"]
+    return {
+        "format": "xtrain-registry-check/1",
+        "model": model,
+        "version": entry.version,
+        "dtype": manifest["dtype"],
+        "passed": all(c.ok for c in checks) and src_ok,
+        "files": [{"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in checks],
+        "source_checkpoint": {
+            "expected": entry.data["source_checkpoint_md5"],
+            "actual": manifest["source_checkpoint"]["model_md5"],
+            "ok": src_ok,
+        },
+    }
+
+
+def print_verify(report: dict[str, Any], export_dir: Path) -> None:
+    print(f"{export_dir} vs registry {report['model']} v{report['version']} ({report['dtype']}):")
+    print(f"  {'file':<24} {'expected md5':<34} {'actual md5':<34} ok")
+    for f in report["files"]:
+        print(
+            f"  {f['name']:<24} {f['expected'] or '-':<34} {f['actual'] or '-':<34} {'yes' if f['ok'] else 'NO'}"
+        )
+    s = report["source_checkpoint"]
+    print(f"  {'(source checkpoint)':<24} {s['expected']:<34} {s['actual']:<34} {'yes' if s['ok'] else 'NO'}")
+    print("PASS" if report["passed"] else "FAIL: the export differs from the blessed version")
+
+
+# -- bless --------------------------------------------------------------------------------------------
+
+
+def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, params: str) -> int:
+    manifest = read_manifest(export_dir)
+    pin = reg.pin(model)
+    if manifest["source_checkpoint"]["model_md5"] != pin["model_md5"]:
+        raise RegistryError(
+            f"{export_dir} was exported from checkpoint md5 {manifest['source_checkpoint']['model_md5']}, "
+            f"not from {model}'s pinned checkpoint ({pin['model_md5']})"
+        )
+    files = export_files(export_dir)
+    folder = reg.root / "models" / model
+    previous = [e for e in reg.versions(model) if e.data["dtype"] == manifest["dtype"]]
+    if previous:
+        last = previous[-1]
+        changed = [c for c in compare_files(last.data["files"], files) if not c.ok]
+        if not changed:
+            print(
+                f"{export_dir} is identical to {model} v{last.version} ({manifest['dtype']}): nothing to bless"
+            )
+            return 0
+        print(f"diff from {model} v{last.version}:")
+        for c in changed:
+            print(f"  {c.name}: {c.expected or '(absent)'} -> {c.actual or '(absent)'}")
+    path = reg.next_path(folder)
+    entry = {
+        "format": "xtrain-registry-version/1",
+        "model": model,
+        "version": int(path.stem[1:]),
+        "dtype": manifest["dtype"],
+        "exporter": manifest["exporter"],
+        "files": files,
+        "source_checkpoint_md5": pin["model_md5"],
+        "provenance": provenance(params_path=params),
+        "reason": reason,
+    }
+    validate(entry, load_schema("registry", "version.schema.json"), str(path))
+    write_once(path, entry)
+    print(f"blessed {path}")
+    return 0
+
+
+def series(values: dict[int, float]) -> dict[str, Any]:
+    steps = sorted(values)
+    interval = min((b - a for a, b in itertools.pairwise(steps)), default=1) or 1
+    return {
+        "start_step": steps[0],
+        "end_step": steps[-1],
+        "step_interval": interval,
+        "values": {str(s): values[s] for s in steps},
+    }
+
+
+def bless_golden(
+    reg: Registry, metrics_path: Path, export_dir: Path, tier: str | None, reason: str, params: str
+) -> int:
+    metrics = load_json(str(metrics_path), load_schema("gates", "metrics.schema.json"))
+    manifest = read_manifest(export_dir)
+    env = metrics["env"]
+    env_id = env["env_id"]
+    tier = tier or ("exact" if metrics["device"] == "cpu" else "approx")
+    golden = {
+        "format": "xtrain-golden/1",
+        "env_id": env_id,
+        "version": 0,
+        "tier": tier,
+        "config_hash": metrics["config_hash"],
+        "metrics": {
+            "train_loss": series(dict(enumerate(metrics["train_loss"]))),
+            "val_loss": series({e["step"]: e["loss"] for e in metrics["eval"]}),
+        },
+        "export": {"dtype": manifest["dtype"], "files": export_files(export_dir)},
+        "provenance": provenance(env, params),
+        "reason": reason,
+    }
+    last = reg.golden(env_id)
+    if last is not None:
+        old = last.data["metrics"]["train_loss"]["values"]
+        new = golden["metrics"]["train_loss"]["values"]
+        common = sorted(set(old) & set(new), key=int)
+        rel = max((abs(new[s] - old[s]) / max(abs(old[s]), 1e-12) for s in common), default=0.0)
+        same_md5 = last.data["export"]["files"] == golden["export"]["files"]
+        if (
+            rel == 0.0
+            and same_md5
+            and last.data["config_hash"] == golden["config_hash"]
+            and last.data["tier"] == tier
+        ):
+            print(f"golden for {env_id} is identical to v{last.version}: nothing to bless")
+            return 0
+        print(
+            f"diff from {env_id} v{last.version}: train loss max rel {rel:.3g} over {len(common)} steps, "
+            f"export md5 {'unchanged' if same_md5 else 'changed'}, config_hash "
+            f"{last.data['config_hash']} -> {golden['config_hash']}, tier {last.data['tier']} -> {tier}"
+        )
+    path = reg.next_path(reg.root / "goldens" / env_id)
+    golden["version"] = int(path.stem[1:])
+    validate(golden, load_schema("registry", "golden.schema.json"), str(path))
+    write_once(path, golden)
+    print(f"blessed golden {path} ({tier} tier)")
+    return 0
+
+
+# -- pin ----------------------------------------------------------------------------------------------
+
+
+def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
+    ckpt = resolve_checkpoint(ckpt)
+    dest = reg.pinned_dir(model)
+    if dest.exists():
+        raise RegistryError(
+            f"{dest} exists: a pinned checkpoint is never replaced; pin under a new model name"
+        )
+    tmp = dest.with_name(f".{model}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in ("model.safetensors", "state.json", "tokenizer.json"):
+        shutil.copyfile(ckpt / name, tmp / name)  # the optimizer state is not needed to export
+    pin = {
+        "format": "xtrain-registry-pin/1",
+        "model": model,
+        "model_md5": md5_file(tmp / "model.safetensors"),
+        "state_md5": md5_file(tmp / "state.json"),
+        "tokenizer_md5": md5_file(tmp / "tokenizer.json"),
+        "provenance": provenance(),
+        "reason": reason,
+    }
+    atomic_write_json(tmp / "pin.json", pin)
+    tmp.rename(dest)
+    print(f"pinned {ckpt} as {dest} (model md5 {pin['model_md5']})")
+    return 0
+
+
+# -- list ---------------------------------------------------------------------------------------------
+
+
+def list_all(reg: Registry) -> int:
+    for model in reg.models():
+        print(f"model {model}")
+        for e in reg.versions(model):
+            d = e.data
+            print(
+                f"  v{e.version}  {d['dtype']:<5} model.safetensors {d['files'].get('model.safetensors', '-')}  "
+                f"{d['provenance']['time_utc']}  {d['reason']}"
+            )
+    for env_id in reg.env_ids():
+        print(f"golden {env_id}")
+        for e in reg.goldens(env_id):
+            d = e.data
+            n = len(d["metrics"]["train_loss"]["values"])
+            print(f"  v{e.version}  {d['tier']:<6} {n} steps  {d['provenance']['time_utc']}  {d['reason']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--root", default=None, help="registry folder (default: the registry package)")
+    ap.add_argument("--params", default="params.yaml")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list")
+    sub.add_parser("validate")
+    v = sub.add_parser("verify")
+    v.add_argument("export_dir", nargs="?", default="exports/pinned")
+    v.add_argument("--model", default=None)
+    v.add_argument("--version", type=int, default=None)
+    v.add_argument("--report", default=None, help="also write the result as JSON")
+    v.add_argument(
+        "--no-fail", action="store_true", help="exit 0 on a mismatch (record only; the gates decide)"
+    )
+    b = sub.add_parser("bless")
+    b.add_argument("--reason", default=None)
+    b.add_argument("--model", default=None)
+    b.add_argument(
+        "--export", default=None, help="default: exports/pinned (version) or exports/fresh (golden)"
+    )
+    b.add_argument("--golden", action="store_true", help="bless this environment's golden from a fresh run")
+    b.add_argument("--metrics", default="runs/single/metrics.json")
+    b.add_argument(
+        "--tier", choices=["exact", "approx"], default=None, help="golden tier (default: exact on cpu)"
+    )
+    p = sub.add_parser("pin")
+    p.add_argument("checkpoint")
+    p.add_argument("--model", required=True)
+    p.add_argument("--reason", default=None)
+    args = ap.parse_args(argv)
+
+    reg = Registry(args.root) if args.root else Registry()
+    try:
+        if args.cmd == "list":
+            return list_all(reg)
+        if args.cmd == "validate":
+            print(f"registry: {reg.validate_all()} files valid")
+            return 0
+        if args.cmd == "verify":
+            export_dir = Path(args.export_dir)
+            report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
+            if args.report:
+                atomic_write_json(args.report, report)
+            print_verify(report, export_dir)
+            return 0 if report["passed"] or args.no_fail else 1
+        if args.cmd == "bless":
+            reason = need_reason(args.reason)
+            if args.golden:
+                return bless_golden(
+                    reg,
+                    Path(args.metrics),
+                    Path(args.export or "exports/fresh"),
+                    args.tier,
+                    reason,
+                    args.params,
+                )
+            return bless_version(
+                reg,
+                Path(args.export or "exports/pinned"),
+                args.model or default_model(args.params),
+                reason,
+                args.params,
+            )
+        if args.cmd == "pin":
+            return pin_checkpoint(reg, Path(args.checkpoint), args.model, need_reason(args.reason))
+    except (RegistryError, ValidationError, CheckpointNotFound) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

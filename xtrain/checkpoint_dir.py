@@ -1,0 +1,49 @@
+"""Where checkpoints live (torch-free, so the registry can find them without torch).
+
+A run directory keeps `checkpoints/step_NNNNNN/` (the last `keep` of them) and
+`checkpoints/latest`, a one-line pointer replaced atomically after the directory is complete.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from xtrain.fileio import atomic_write_text
+
+
+class CheckpointNotFound(FileNotFoundError):
+    pass
+
+
+class CheckpointDir:
+    def __init__(self, root: Path, keep: int) -> None:
+        self.root, self.keep = Path(root), keep
+
+    def path(self, step: int) -> Path:
+        return self.root / f"step_{step:06d}"
+
+    def latest(self) -> Path | None:
+        pointer = self.root / "latest"
+        if not pointer.exists():
+            return None
+        target = self.root / pointer.read_text().strip()
+        return target if (target / "state.json").exists() else None
+
+    def commit(self, step: int) -> None:
+        atomic_write_text(self.root / "latest", self.path(step).name + "\n")
+        done = sorted(p for p in self.root.glob("step_*") if p.is_dir())
+        for old in done[: max(0, len(done) - self.keep)]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint directory from a checkpoint, a `checkpoints/` or a run directory path."""
+    path = Path(path)
+    if (path / "state.json").exists():
+        return path
+    for root in (path / "checkpoints", path):
+        latest = CheckpointDir(root, keep=1).latest()
+        if latest is not None:
+            return latest
+    raise CheckpointNotFound(f"{path}: no checkpoint here (expected state.json, or checkpoints/latest)")

@@ -1,0 +1,217 @@
+"""Export a checkpoint as a Hugging Face model folder (Qwen3 layout), byte for byte reproducible.
+
+    python -m xtrain.export CKPT OUTDIR [--dtype fp32|bf16]
+
+CKPT is a checkpoint directory, or a run directory (its `checkpoints/latest` is used). OUTDIR gets:
+    config.json               Qwen3ForCausalLM config (both rope forms, so old and new transformers read it)
+    generation_config.json    greedy defaults, bos/eos
+    model.safetensors         HF tensor names; lm_head omitted when tied; one metadata key (stable bytes)
+    tokenizer.json            the training tokenizer, byte for byte
+    tokenizer_config.json     PreTrainedTokenizerFast, so AutoTokenizer loads it offline
+    manifest.json             md5 and size of every file above, the source checkpoint's md5, exporter version
+
+Nothing that varies between machines or runs is written: no paths, times, hostnames or library
+versions; JSON has sorted keys. Exporting the same checkpoint anywhere gives the same md5s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save
+
+from xtrain.checkpoint import load_weights, read_state
+from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
+from xtrain.config import ModelConfig
+from xtrain.corpus import EOT
+from xtrain.fileio import atomic_directory, canonical_json, md5_file
+
+EXPORTER = "xtrain-export/1"
+MANIFEST_FORMAT = "xtrain-export-manifest/1"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+HF_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+class ExportError(RuntimeError):
+    pass
+
+
+def hf_tensor_names(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """The tensors transformers' Qwen3ForCausalLM expects, with shapes (lm_head absent when tied)."""
+    hd, kv, H = cfg.head_dim, cfg.n_kv_heads, cfg.dim
+    names: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (cfg.vocab_size, H),
+        "model.norm.weight": (H,),
+    }
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        names.update(
+            {
+                p + "input_layernorm.weight": (H,),
+                p + "post_attention_layernorm.weight": (H,),
+                p + "self_attn.q_proj.weight": (cfg.n_heads * hd, H),
+                p + "self_attn.k_proj.weight": (kv * hd, H),
+                p + "self_attn.v_proj.weight": (kv * hd, H),
+                p + "self_attn.o_proj.weight": (H, cfg.n_heads * hd),
+                p + "self_attn.q_norm.weight": (hd,),
+                p + "self_attn.k_norm.weight": (hd,),
+                p + "mlp.gate_proj.weight": (cfg.ffn_dim, H),
+                p + "mlp.up_proj.weight": (cfg.ffn_dim, H),
+                p + "mlp.down_proj.weight": (H, cfg.ffn_dim),
+            }
+        )
+    if not cfg.tie_embeddings:
+        names["lm_head.weight"] = (cfg.vocab_size, H)
+    return names
+
+
+def hf_config(cfg: ModelConfig, dtype: str, eot_id: int) -> dict[str, Any]:
+    rope = {"rope_type": "default", "rope_theta": float(cfg.rope_theta)}
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.dim,
+        "intermediate_size": cfg.ffn_dim,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": cfg.max_seq_len,
+        "rms_norm_eps": cfg.norm_eps,
+        # transformers >= 5 reads rope_parameters; 4.x reads rope_theta/rope_scaling. Write both.
+        "rope_parameters": rope,
+        "rope_theta": float(cfg.rope_theta),
+        "rope_scaling": None,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "max_window_layers": cfg.n_layers,
+        "initializer_range": cfg.init_std,
+        "use_cache": True,
+        "bos_token_id": eot_id,
+        "eos_token_id": eot_id,
+        "pad_token_id": eot_id,
+        "dtype": HF_DTYPE_NAMES[dtype],
+        "torch_dtype": HF_DTYPE_NAMES[dtype],
+    }
+
+
+def export_tensors(weights: dict[str, torch.Tensor], cfg: ModelConfig, dtype: str) -> dict[str, torch.Tensor]:
+    expected = hf_tensor_names(cfg)
+    tensors = {k: v for k, v in weights.items() if not (cfg.tie_embeddings and k == "lm_head.weight")}
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise ExportError(
+            f"checkpoint tensors do not match the Qwen3 layout: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    for name, shape in expected.items():
+        if tuple(tensors[name].shape) != shape:
+            raise ExportError(f"{name}: shape {tuple(tensors[name].shape)}, Qwen3 layout expects {shape}")
+    return {k: tensors[k].to(DTYPES[dtype]).contiguous() for k in sorted(tensors)}
+
+
+def export(
+    ckpt: str | Path, out_dir: str | Path, dtype: str = "fp32", tokenizer: str | Path | None = None
+) -> dict[str, Any]:
+    """Write the HF folder atomically and return its manifest."""
+    from tokenizers import Tokenizer
+
+    if dtype not in DTYPES:
+        raise ExportError(f"dtype {dtype!r}: expected one of {sorted(DTYPES)}")
+    ckpt = resolve_checkpoint(ckpt)
+    state = read_state(ckpt)
+    cfg = ModelConfig(**state["config"]["model"])
+    tok_path = Path(tokenizer) if tokenizer else ckpt / "tokenizer.json"
+    if not tok_path.exists():
+        raise ExportError(
+            f"{tok_path}: tokenizer not found (the checkpoint carries one; or pass --tokenizer)"
+        )
+    tok_bytes = tok_path.read_bytes()
+    eot_id = Tokenizer.from_str(tok_bytes.decode("utf-8")).token_to_id(EOT)
+    if eot_id is None:
+        raise ExportError(f"{tok_path}: has no {EOT} token")
+    tensors = export_tensors(load_weights(ckpt), cfg, dtype)
+
+    files: dict[str, bytes] = {
+        "config.json": canonical_json(hf_config(cfg, dtype, eot_id)).encode(),
+        "generation_config.json": canonical_json(
+            {
+                "bos_token_id": eot_id,
+                "eos_token_id": eot_id,
+                "pad_token_id": eot_id,
+                "do_sample": False,
+            }
+        ).encode(),
+        # One metadata key only: safetensors writes several keys in random order (issue #584).
+        "model.safetensors": save(tensors, metadata={"format": "pt"}),
+        "tokenizer.json": tok_bytes,
+        "tokenizer_config.json": canonical_json(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": EOT,
+                "eos_token": EOT,
+                "pad_token": EOT,
+                "unk_token": None,
+                "model_max_length": cfg.max_seq_len,
+                "clean_up_tokenization_spaces": False,
+            }
+        ).encode(),
+    }
+    with atomic_directory(out_dir) as tmp:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "exporter": EXPORTER,
+            "dtype": dtype,
+            "architecture": "Qwen3ForCausalLM",
+            "files": {
+                name: {"md5": md5_file(tmp / name), "bytes": len(data)}
+                for name, data in sorted(files.items())
+            },
+            "source_checkpoint": {
+                "model_md5": md5_file(ckpt / "model.safetensors"),
+                "step": state["step"],
+                "config_hash": state["config_hash"],
+                "param_digest": state["param_digest"],
+            },
+            "n_tensors": len(tensors),
+            "n_params": sum(t.numel() for t in tensors.values()),
+        }
+        (tmp / "manifest.json").write_bytes(canonical_json(manifest).encode())
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m xtrain.export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("checkpoint")
+    ap.add_argument("out_dir")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    ap.add_argument("--tokenizer", default=None, help="default: the checkpoint's tokenizer.json")
+    args = ap.parse_args(argv)
+    try:
+        manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer)
+    except (ExportError, CheckpointNotFound, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for name, f in manifest["files"].items():
+        print(f"{f['md5']}  {f['bytes']:>10,}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
