@@ -137,7 +137,12 @@ def run_threads(
     return results
 
 
-def run_proc_rank(spec: RunSpec, timeout_s: float, grad_sync: str) -> RankResult:
+def run_proc_rank(
+    spec: RunSpec,
+    timeout_s: float,
+    grad_sync: str,
+    target: Callable[[RunSpec, Communicator], Any] = rank_main,
+) -> Any:
     """Body of one torchrun worker: rank and world come from torchrun's environment."""
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -151,7 +156,7 @@ def run_proc_rank(spec: RunSpec, timeout_s: float, grad_sync: str) -> RankResult
         comm = ProcComm(rank, world, local_rank, device, timeout_s, grad_sync)
         try:
             comm.barrier()  # rank 0 has cleaned the run directory before anyone writes
-            return rank_main(spec, comm)
+            return target(spec, comm)
         finally:
             comm.close()
 

@@ -1,0 +1,143 @@
+"""The catalogue: every hard gate, its threshold, and what it checks, why, and how to investigate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gates import export, scaling, training
+from gates.artifacts import Artifacts
+from gates.outcome import Outcome
+
+Thresholds = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Gate:
+    id: str
+    checks: str
+    threshold: Callable[[Thresholds], str]
+    run: Callable[[Artifacts, Thresholds], Outcome]
+    why: str
+    investigate: str
+
+
+def _loss_match(launcher: str) -> Gate:
+    return Gate(
+        id=f"loss_match.{launcher}",
+        checks=f"the {launcher}-per-rank DDP loss trajectory (train and eval) against single-device training "
+        "of the same config, step by step",
+        threshold=lambda t: f"max rel < {t['loss_match']['max_rel']:g}",
+        run=lambda a, t: training.compare_runs(a, launcher, "single", t["loss_match"]["max_rel"]),
+        why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
+        "up to float summation order (seed design: 5.7e-7)",
+        investigate=f"the message names the first step over the threshold. At step 0: the reduction or sharding "
+        f"changed (xtrain/comm.py, xtrain/data.py). Growing later: one-ulp differences amplified by a "
+        f"chaotic config; see docs/ddp-parity.md. Plot: dvc plots show. Files: runs/single/loss.csv, "
+        f"runs/{launcher}/loss.csv",
+    )
+
+
+def _cross_rank(launcher: str) -> Gate:
+    return Gate(
+        id=f"cross_rank.{launcher}",
+        checks=f"max |p_rank - p_0| over all ranks and tensors after the last {launcher} step",
+        threshold=lambda t: f"< {t['cross_rank']['max_abs']:g}",
+        run=lambda a, t: training.cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
+        why="replicas that drift apart silently train different models; the seed design found bitwise equality "
+        "flaky on NCCL and gates at 1e-6",
+        investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
+        f"applies the same averaged gradient and optimizer step (comm.sync_grads, DDP buckets)",
+    )
+
+
+GATES: list[Gate] = [
+    _loss_match("thread"),
+    _loss_match("proc"),
+    Gate(
+        id="launcher_parity",
+        checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one",
+        threshold=lambda t: f"max rel < {t['launcher_parity']['max_rel']:g}",
+        run=lambda a, t: training.compare_runs(a, "proc", "thread", t["launcher_parity"]["max_rel"]),
+        why="the two launchers must differ only in how ranks start and how gradients travel (seed design: 1.5e-7)",
+        investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
+        "any difference means the gradient path changed (DDP bucket order, reduction)",
+    ),
+    _cross_rank("thread"),
+    _cross_rank("proc"),
+    Gate(
+        id="export_md5",
+        checks="the re-export of the registry's pinned checkpoint against the md5s of its blessed version",
+        threshold=lambda t: "every file equal",
+        run=lambda a, t: export.export_md5(a),
+        why="the export must be byte-deterministic on any machine, even where fresh training is not bitwise",
+        investigate="python -m registry verify exports/pinned lists each file's expected and actual md5; "
+        "config.json changes come from xtrain/export.py, model.safetensors from dtype or tensor "
+        "naming; bless an intended change with python -m registry bless --reason '...'",
+    ),
+    Gate(
+        id="fresh_train",
+        checks="this run's single-device loss trajectory and export md5 against the golden of its environment",
+        threshold=lambda t: (
+            f"golden: exact, or rtol {t['fresh_train']['loss_rtol']:g} with <= "
+            f"{t['fresh_train']['max_steps_out']} steps out"
+        ),
+        run=lambda a, t: export.fresh_train(
+            a, t["fresh_train"]["loss_rtol"], t["fresh_train"]["max_steps_out"], t["fresh_train"]["unblessed"]
+        ),
+        why="Megatron-LM style goldens per environment: on CPU training is bitwise reproducible (exact tier); "
+        "on GPU atomics make it approximate",
+        investigate="runs/single/metrics.json env.env_id picks registry/goldens/<env_id>/; the message gives the "
+        "first differing step. Bisect the code change with `dvc repro train_single`; bless a new golden "
+        "only for an understood change",
+    ),
+    Gate(
+        id="closed_loop",
+        checks="transformers loads exports/fresh and reproduces our logits and greedy tokens; the negative "
+        "control (one tensor perturbed) must have failed; the export is unchanged since",
+        threshold=lambda t: "logits atol (report), tokens identical",
+        run=lambda a, t: export.closed_loop(a),
+        why="an independent reader proves the export computes what we trained, not just that it loads",
+        investigate="reports/closed_loop.json: check.samples[].first_mismatch, logits diff per prompt, "
+        "missing/unexpected keys; python -m xtrain.verify exports/fresh runs/single reruns it",
+    ),
+    Gate(
+        id="finite",
+        checks="no NaN or Inf in any loss, eval loss or grad norm of any run",
+        threshold=lambda t: "all finite",
+        run=lambda a, t: training.finite(a),
+        why="a diverged run can still produce files; it must never pass",
+        investigate="the message names the run, series and first step; lower the learning rate or check precision",
+    ),
+    Gate(
+        id="scaling",
+        checks="bench/scaling.json: every world present for each launcher, speedup(w) >= floor(w), "
+        "thread and proc throughput within a band",
+        threshold=lambda t: (
+            "speedup floors and band of the measured profile (" + ", ".join(t["scaling"]) + ")"
+        ),
+        run=lambda a, t: scaling.scaling(a, t["scaling"]),
+        why="a change that keeps numerics but loses throughput at scale is still a regression",
+        investigate="bench/scaling.png; rerun one launcher/world with python -m xtrain.scaling; on GPU profile "
+        "the step (python -m xtrain.bench) and the all-reduce overlap",
+    ),
+]
+
+
+def select(only: list[str] | None) -> list[Gate]:
+    """Gates whose id equals or starts with one of `only` (e.g. `loss_match` selects both launchers)."""
+    if not only:
+        return GATES
+    chosen = [g for g in GATES if any(g.id == o or g.id.startswith(o + ".") for o in only)]
+    unknown = [o for o in only if not any(g.id == o or g.id.startswith(o + ".") for g in GATES)]
+    if unknown:
+        raise KeyError(f"unknown gate {', '.join(unknown)} (known: {', '.join(g.id for g in GATES)})")
+    return chosen
+
+
+def get(gate_id: str) -> Gate:
+    for g in GATES:
+        if g.id == gate_id:
+            return g
+    raise KeyError(f"unknown gate {gate_id} (known: {', '.join(g.id for g in GATES)})")

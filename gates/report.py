@@ -1,0 +1,118 @@
+"""The verdict for people (a table) and for machines (reports/gates.json, schema-validated)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gates.outcome import Outcome
+from xtrain.fileio import atomic_write_json
+from xtrain.validate import load_schema, validate
+
+COLORS = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
+
+
+def exit_code(outcomes: dict[str, Outcome]) -> int:
+    statuses = {o.status for o in outcomes.values()}
+    return 2 if "error" in statuses else 1 if "fail" in statuses else 0
+
+
+def _git_revision(root: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def build(
+    outcomes: dict[str, Outcome], root: Path, thresholds_source: str, env_id: str | None
+) -> dict[str, Any]:
+    code = exit_code(outcomes)
+    report = {
+        "format": "xtrain-gates-report/1",
+        "exit_code": code,
+        "summary": {
+            s: sum(o.status == s for o in outcomes.values()) for s in ("pass", "fail", "skip", "error")
+        },
+        "git_revision": _git_revision(root),
+        "environment": {
+            "platform": f"{sys.platform}-{platform.machine()}",
+            "python": platform.python_version(),
+            "training_env_id": env_id,
+        },
+        "thresholds_source": thresholds_source,
+        "gates": [
+            {
+                "id": gid,
+                "status": o.status,
+                "measured": o.measured,
+                "threshold": o.threshold,
+                "message": o.message,
+                "artifacts": o.artifacts,
+            }
+            for gid, o in outcomes.items()
+        ],
+    }
+    validate(report, load_schema("gates", "gates_report.schema.json"), "gates report")
+    return report
+
+
+def write(report: dict[str, Any], path: Path) -> None:
+    atomic_write_json(path, report)
+
+
+def _short(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return str(x)
+
+
+def print_table(
+    outcomes: dict[str, Outcome],
+    thresholds: dict[str, str],
+    report_path: Path | None,
+    console: Console | None = None,
+) -> None:
+    """`thresholds`: the catalogue's text per gate, shown where the outcome's threshold is a bare number."""
+    console = console or Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    table = Table(title="xtrain-gates")
+    for col in ("gate", "status", "measured", "threshold", "artifacts"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("gate", "status"))
+    for gid, o in outcomes.items():
+        arts = sorted({"/".join(p.split("/")[:2]) for p in o.artifacts})
+        threshold = o.threshold if isinstance(o.threshold, str) else thresholds[gid]
+        table.add_row(
+            gid,
+            f"[{COLORS[o.status]}]{o.status.upper()}[/]",
+            _short(o.measured),
+            threshold,
+            ", ".join(arts) or "-",
+        )
+    console.print(table)
+    for gid, o in outcomes.items():
+        if o.status != "pass":
+            console.print(f"[{COLORS[o.status]}]{o.status.upper()}[/] {gid}: {o.message}")
+    code = exit_code(outcomes)
+    summary = ", ".join(
+        f"{n} {s}"
+        for s in ("pass", "fail", "skip", "error")
+        if (n := sum(o.status == s for o in outcomes.values()))
+    )
+    verdict = {
+        0: "[green]all gates pass[/]",
+        1: "[bold red]gate failure[/]",
+        2: "[bold magenta]missing or invalid artifact[/]",
+    }[code]
+    where = f"; report: {report_path}" if report_path else ""
+    console.print(f"{verdict} ({summary}){where}; exit {code}")
