@@ -1,49 +1,71 @@
 """Training throughput: the harness's train step vs a plain PyTorch loop of the same model.
 
-    python -m xtrain.bench                         # params.yaml's model and the reference config
-    python -m xtrain.bench --configs ref large --device cuda --compile
+    python -m xtrain.bench                                   # params.yaml's model and the reference config
+    python -m xtrain.bench --configs ref large --device cuda --compile none reduce-overhead --profile
 
-Both loops run in the same process on the same data; tokens/s is the median over timed windows
-after warm-up (spread = (max - min) / median). On CUDA, MFU = model FLOPs per token x tokens/s
-over the dense bf16 peak (989 TFLOP/s for an H100/H200 SXM).
+Both loops run in the same process on the same data, with the same model, optimizer and
+compile mode. Their timed windows are interleaved (A B A B ...) after both have warmed up, so
+drift on a shared machine hits both alike; tokens/s is the median window, spread is
+(max - min) / median. On CUDA, MFU = model FLOPs per token x tokens/s / 989 TFLOP/s (dense
+bf16 peak of an H100/H200 SXM). `--profile` prints where one step's time goes: GPU busy time,
+kernel count and the top kernels.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from xtrain import determinism
-from xtrain.comm import FlatGrads, SingleComm
+from xtrain.comm import SingleComm
 from xtrain.config import ModelConfig, TrainConfig, load_params
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer
 from xtrain.train import train_step
 
-PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12}
+PEAK_BF16_FLOPS = 989e12  # H100/H200 SXM dense bf16, the issue's MFU denominator
 
-# Named shapes (the issue's reference and larger config); vocab and batch come from the command line.
+# Named shapes: the issue's reference config and the larger one. Vocab and batch come from the CLI.
 SHAPES: dict[str, dict[str, int]] = {
     "ref": dict(dim=384, n_layers=12, n_heads=12, n_kv_heads=4, ffn_dim=1536, max_seq_len=256),
     "large": dict(dim=768, n_layers=18, n_heads=12, n_kv_heads=4, ffn_dim=3072, max_seq_len=256),
 }
 
 
-@dataclasses.dataclass
+@dataclass
 class Timing:
     tokens_per_s: float
     spread: float
     windows: list[float]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_window(step: Callable[[], Any], steps: int, tokens_per_step: int, device: torch.device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    return steps * tokens_per_step / (time.perf_counter() - t0)
+
+
+def summarise(rates: list[float]) -> Timing:
+    med = statistics.median(rates)
+    return Timing(med, (max(rates) - min(rates)) / med, rates)
 
 
 def time_windows(
@@ -55,47 +77,45 @@ def time_windows(
     device: torch.device,
 ) -> Timing:
     """Median tokens/s over `windows` windows of `window` steps, after `warmup` steps."""
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     for _ in range(warmup):
         step()
-    sync()
-    rates = []
-    for _ in range(windows):
-        t0 = time.perf_counter()
-        for _ in range(window):
+    return summarise([time_window(step, window, tokens_per_step, device) for _ in range(windows)])
+
+
+def time_interleaved(
+    steps: dict[str, Callable[[], Any]],
+    tokens_per_step: int,
+    warmup: int,
+    window: int,
+    windows: int,
+    device: torch.device,
+) -> dict[str, Timing]:
+    """Like time_windows for several loops at once, alternating their windows."""
+    for step in steps.values():
+        for _ in range(warmup):
             step()
-        sync()
-        rates.append(window * tokens_per_step / (time.perf_counter() - t0))
-    med = statistics.median(rates)
-    return Timing(med, (max(rates) - min(rates)) / med, rates)
-
-
-def peak_flops(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+    rates: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(windows):
+        for name, step in steps.items():
+            rates[name].append(time_window(step, window, tokens_per_step, device))
+    return {name: summarise(r) for name, r in rates.items()}
 
 
 def harness_step(model, opt, tokens, t: TrainConfig, device: torch.device, module) -> Callable[[], Any]:
+    """The harness: xtrain.train.train_step exactly as every launcher calls it (world 1)."""
     comm = SingleComm(device)
-    grads = FlatGrads(list(model.parameters()))
     state = {"step": 0}
 
     def step() -> Any:
         micro = micro_batches(tokens, 0, state["step"], t.global_batch, t.grad_accum, t.seq_len, 0, 1)
         state["step"] += 1
-        return train_step(module, model, opt, micro, comm, grads, t, [0] * t.grad_accum)
+        return train_step(module, model, opt, micro, comm, None, t, [0] * t.grad_accum)
 
     return step
 
 
 def plain_step(model, opt, tokens, t: TrainConfig, device: torch.device, module) -> Callable[[], Any]:
-    """The loop a PyTorch user writes by hand: no harness, same model, optimizer and data."""
+    """The loop a PyTorch user writes by hand: no harness, same model, optimizer, data and clip."""
     state = {"step": 0}
     amp = (
         torch.autocast(device.type, dtype=torch.bfloat16)
@@ -118,67 +138,102 @@ def plain_step(model, opt, tokens, t: TrainConfig, device: torch.device, module)
     return step
 
 
-def bench_one(
+def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) -> dict[str, Any]:
+    """Where a step's time goes: wall time, GPU kernel time, kernels per step, top kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync(device)
+        wall = (time.perf_counter() - t0) / steps
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    gpu = sum(e.device_time for e in kernels) / 1e6 / steps
+    by_name: dict[str, float] = {}
+    for e in kernels:
+        by_name[e.name] = by_name.get(e.name, 0.0) + e.device_time / 1e6 / steps
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:8]
+    return {
+        "wall_ms": 1e3 * wall,
+        "gpu_busy_ms": 1e3 * gpu,
+        "gpu_busy_frac": gpu / wall if wall else 0.0,
+        "kernels_per_step": len(kernels) / steps,
+        "top": [(n[:70], 1e3 * s) for n, s in top],
+    }
+
+
+def bench_config(
     name: str,
     mcfg: ModelConfig,
     t: TrainConfig,
     tokens: TokenData,
     device: torch.device,
-    warmup: int,
-    window: int,
-    windows: int,
+    args: argparse.Namespace,
 ) -> list[dict[str, Any]]:
-    rows = []
     fpt = flops_per_token(mcfg, t.seq_len)
-    peak = peak_flops(device)
+    loops, models = {}, []
     for loop, make in (("xtrain", harness_step), ("plain", plain_step)):
         model = build_model(mcfg, 0, device).train()
         opt = build_optimizer(model, t)
-        module = torch.compile(model) if t.compile else model
-        timing = time_windows(
-            make(model, opt, tokens, t, device, module),
-            t.global_batch * t.seq_len,
-            warmup,
-            window,
-            windows,
-            device,
-        )
+        module = torch.compile(model, mode=t.compile_mode) if t.compile else model
+        loops[loop] = make(model, opt, tokens, t, device, module)
+        models.append(model)
+    timings = time_interleaved(
+        loops, t.global_batch * t.seq_len, args.warmup, args.window, args.windows, device
+    )
+    rows = []
+    for loop, timing in timings.items():
         rows.append(
             {
                 "config": name,
                 "loop": loop,
-                "params_M": sum(p.numel() for p in model.parameters()) / 1e6,
+                "params_M": sum(p.numel() for p in models[0].parameters()) / 1e6,
                 "batch": t.global_batch,
                 "seq": t.seq_len,
                 "precision": t.precision,
-                "compile": t.compile,
+                "compile": t.compile_mode if t.compile else "none",
+                "deterministic": args.deterministic,
                 "tokens_per_s": timing.tokens_per_s,
                 "spread": timing.spread,
+                "windows": timing.windows,
                 "tflops": fpt * timing.tokens_per_s / 1e12,
-                "mfu": fpt * timing.tokens_per_s / peak if peak else None,
+                "mfu": fpt * timing.tokens_per_s / PEAK_BF16_FLOPS if device.type == "cuda" else None,
             }
         )
-        del model, opt, module
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    if args.profile and device.type == "cuda":
+        rows[0]["profile"] = profile_step(loops["xtrain"], device)
+    del loops, models
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     return rows
 
 
 def print_table(rows: list[dict[str, Any]], device: str) -> None:
-    print(f"\nxtrain.bench on {device}: median tokens/s over timed windows (spread = range/median)")
+    print(f"\nxtrain.bench on {device}: median tokens/s over interleaved windows (spread = range/median)")
     head = (
-        f"{'config':<8} {'loop':<7} {'params':>8} {'batch':>5} {'seq':>4} {'prec':>5} {'compile':>7} "
-        f"{'tokens/s':>12} {'spread':>7} {'TFLOP/s':>8} {'MFU':>6}"
+        f"{'config':<7} {'loop':<7} {'params':>7} {'batch':>5} {'seq':>4} {'prec':>5} {'compile':>15} "
+        f"{'tokens/s':>11} {'spread':>7} {'TFLOP/s':>8} {'MFU':>6}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
         print(
-            f"{r['config']:<8} {r['loop']:<7} {r['params_M']:>7.1f}M {r['batch']:>5} {r['seq']:>4} "
-            f"{r['precision']:>5} {r['compile']!s:>7} {r['tokens_per_s']:>12,.0f} {100 * r['spread']:>6.1f}% "
-            f"{r['tflops']:>8.3f} {mfu:>6}"
+            f"{r['config']:<7} {r['loop']:<7} {r['params_M']:>6.1f}M {r['batch']:>5} {r['seq']:>4} "
+            f"{r['precision']:>5} {r['compile']:>15} {r['tokens_per_s']:>11,.0f} {100 * r['spread']:>6.1f}% "
+            f"{r['tflops']:>8.2f} {mfu:>6}"
         )
+    for r in rows:
+        p = r.get("profile")
+        if p:
+            print(
+                f"\nprofile {r['config']} {r['compile']}: step {p['wall_ms']:.2f} ms wall, GPU busy "
+                f"{p['gpu_busy_ms']:.2f} ms ({100 * p['gpu_busy_frac']:.0f}%), {p['kernels_per_step']:.0f} kernels/step"
+            )
+            for n, ms in p["top"]:
+                print(f"  {ms:7.3f} ms  {n}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,55 +250,59 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", type=int, default=None, help="sequences per step (default: train.global_batch)"
     )
     ap.add_argument("--seq", type=int, default=None)
-    ap.add_argument("--vocab", type=int, default=None, help="default: the trained tokenizer's vocabulary")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None)
-    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="default: bf16 on cuda")
+    ap.add_argument(
+        "--compile",
+        nargs="+",
+        default=["none"],
+        choices=["none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+    )
+    ap.add_argument("--deterministic", action="store_true", help="time with deterministic algorithms on")
+    ap.add_argument("--profile", action="store_true", help="profile one step per row (cuda)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--window", type=int, default=5)
     ap.add_argument("--windows", type=int, default=5)
     ap.add_argument("--tokens", default="data/tokens.safetensors")
+    ap.add_argument("--tokenizer", default="data/tokenizer.json")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
+
+    from tokenizers import Tokenizer
 
     params = load_params(args.params, args.overrides)
     t0 = params["train"]
     device = torch.device(args.device or t0["device"])
     precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
     determinism.set_cpu_threads(t0["cpu_threads"])
-    determinism.configure(False, device.type)  # throughput: allow the fastest kernels
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
+    determinism.configure(args.deterministic, device.type)
     tokens = TokenData.load(args.tokens, device)
-    vocab = args.vocab or int(tokens.train.max()) + 1
-    if args.vocab is None:
-        from tokenizers import Tokenizer
-
-        with contextlib.suppress(Exception):
-            vocab = Tokenizer.from_file("data/tokenizer.json").get_vocab_size()
+    vocab = Tokenizer.from_file(args.tokenizer).get_vocab_size()
     rows = []
     for name in args.configs:
-        shape = {
-            k: v
-            for k, v in params["model"].items()
-            if k in ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len")
-        }
-        shape = shape if name == "params" else SHAPES[name]
+        base = {k: params["model"][k] for k in SHAPES["ref"]} if name == "params" else SHAPES[name]
         seq = args.seq or (t0["seq_len"] if name == "params" else 256)
-        mcfg = ModelConfig(vocab_size=vocab, **{**shape, "max_seq_len": max(shape["max_seq_len"], seq)})
-        batch = args.batch or t0["global_batch"]
-        t = TrainConfig(
-            **{
-                **t0,
-                "device": device.type,
-                "precision": precision,
-                "global_batch": batch,
-                "seq_len": seq,
-                "grad_accum": 1,
-                "compile": args.compile,
-                "fused_adamw": device.type == "cuda",
-            }
-        )
-        rows += bench_one(name, mcfg, t, tokens, device, args.warmup, args.window, args.windows)
+        mcfg = ModelConfig(vocab_size=vocab, **{**base, "max_seq_len": max(base["max_seq_len"], seq)})
+        for mode in args.compile:
+            t = TrainConfig(
+                **{
+                    **t0,
+                    "device": device.type,
+                    "precision": precision,
+                    "seq_len": seq,
+                    "grad_accum": 1,
+                    "global_batch": args.batch or t0["global_batch"],
+                    "compile": mode != "none",
+                    "compile_mode": "default" if mode == "none" else mode,
+                    "fused_adamw": device.type == "cuda",
+                }
+            )
+            rows += bench_config(name, mcfg, t, tokens, device, args)
+            print(
+                f"bench: {name} compile={mode}: "
+                + ", ".join(f"{r['loop']} {r['tokens_per_s']:,.0f} tok/s" for r in rows[-2:]),
+                file=sys.stderr,
+                flush=True,
+            )
     label = (
         torch.cuda.get_device_name(device)
         if device.type == "cuda"
@@ -253,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from xtrain.fileio import atomic_write_json
 
-        atomic_write_json(args.json, {"device": label, "rows": rows})
+        atomic_write_json(args.json, {"device": label, "torch": torch.__version__, "rows": rows})
     return 0
 
 

@@ -7,17 +7,21 @@ below; any problem is one line naming the file, the key and what is allowed.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import dataclasses
 import hashlib
+import io
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from xtrain.fileio import atomic_write_text
 from xtrain.validate import ValidationError, load_schema, validate
 
 DEFAULT_PARAMS = "params.yaml"
@@ -80,7 +84,12 @@ class TrainConfig:
     cpu_threads: int = 2
     deterministic: bool = True
     compile: bool = False
+    compile_mode: str = "default"
     fused_adamw: bool = False
+
+
+# Train settings that never change the numbers a run produces (logging and checkpoint cadence).
+BOOKKEEPING = ("log_every", "ckpt_every", "keep_checkpoints")
 
 
 @dataclass(frozen=True)
@@ -95,8 +104,11 @@ class RunConfig:
         return {"seed": self.seed, "model": self.model.to_dict(), "train": dataclasses.asdict(self.train)}
 
     def config_hash(self) -> str:
-        """Hash of everything that determines the numbers a run produces."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        """Hash of everything that determines the numbers a run produces (bookkeeping excluded)."""
+        d = self.to_dict()
+        for key in BOOKKEEPING:
+            d["train"].pop(key)
+        text = json.dumps(d, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -285,3 +297,69 @@ def load_params(path: str | Path = DEFAULT_PARAMS, overrides: list[str] | tuple[
         where = f"line {mark.line + 1}" if mark else ""
         raise ValidationError(path, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
     return resolve(raw, path, overrides)
+
+
+def set_in_file(path: str | Path, overrides: list[str]) -> None:
+    """Validate `overrides` against the file, then write them into it (comments kept where ruamel is present)."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as f:
+        raw = yaml.safe_load(f)
+    resolve(raw, str(path), overrides)  # refuse anything invalid before touching the file
+    try:
+        from ruamel.yaml import YAML
+    except ImportError:  # plain PyYAML: same values, comments lost
+        for text in overrides:
+            parts, value = parse_override(text)
+            _set_path(raw, parts, value, str(path))
+        path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        return
+    ry = YAML()
+    ry.preserve_quotes = True
+    ry.representer.add_representer(
+        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
+    doc = ry.load(path.read_text(encoding="utf-8"))
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = doc
+        for p in parts[:-1]:
+            node = node[p]
+        node[parts[-1]] = value
+    buf = io.StringIO()
+    ry.dump(doc, buf)
+    atomic_write_text(path, buf.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m xtrain.config show [--set K=V ...] | get KEY | set K=V ...: read resolved params, or edit the file."""
+    ap = argparse.ArgumentParser(prog="python -m xtrain.config", description=main.__doc__)
+    ap.add_argument("--params", default=DEFAULT_PARAMS)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    show = sub.add_parser("show", help="print the resolved params (profile and overrides applied)")
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    setp = sub.add_parser("set", help="validate and write KEY=VALUE into the params file")
+    setp.add_argument("overrides", nargs="+", metavar="KEY=VALUE")
+    get = sub.add_parser("get", help="print one resolved value, e.g. export.dtype")
+    get.add_argument("key")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "show":
+            print(yaml.safe_dump(load_params(args.params, args.overrides).raw, sort_keys=False), end="")
+        elif args.cmd == "get":
+            node: Any = load_params(args.params).raw
+            for part in args.key.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    raise ValidationError(args.params, args.key, "unknown key")
+                node = node[part]
+            print(node if not isinstance(node, (dict, list)) else json.dumps(node))
+        else:
+            set_in_file(args.params, args.overrides)
+            print(f"{args.params}: set {', '.join(args.overrides)}")
+    except ValidationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

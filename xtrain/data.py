@@ -40,8 +40,11 @@ def sample_starts(n_tokens: int, seq_len: int, batch: int, seed: int) -> torch.T
 
 
 def gather(tokens: torch.Tensor, starts: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if tokens.is_cuda:
+        # Pinned + non_blocking: a pageable copy would wait for the GPU to drain every step.
+        starts = starts.pin_memory().to(tokens.device, non_blocking=True)
     offsets = torch.arange(seq_len + 1, device=tokens.device)
-    rows = tokens[starts.to(tokens.device)[:, None] + offsets[None, :]]
+    rows = tokens[starts[:, None] + offsets[None, :]]
     return rows[:, :-1], rows[:, 1:]
 
 

@@ -31,19 +31,18 @@ def rank_body(
     import torch
 
     from xtrain.bench import time_windows
-    from xtrain.comm import FlatGrads
     from xtrain.data import TokenData, micro_batches
     from xtrain.model import build_model
     from xtrain.optim import build_optimizer
-    from xtrain.train import train_step
+    from xtrain.train import flat_grads, train_step
 
     t = spec.run.train
     model = build_model(spec.run.model, spec.run.seed, comm.device).train()
     data = TokenData.load(spec.tokens_path, comm.device)
     module = comm.wrap(model)
     if t.compile:
-        module = torch.compile(module)
-    grads = None if comm.uses_ddp else FlatGrads(list(model.parameters()))
+        module = torch.compile(module, mode=t.compile_mode)
+    grads = flat_grads(model, comm)
     opt = build_optimizer(model, t)
     global_batch = per_rank_batch * comm.world
     state = {"step": 0}

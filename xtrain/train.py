@@ -93,6 +93,13 @@ class RankResult:
     start_step: int
 
 
+def flat_grads(model: nn.Module, comm: Communicator) -> FlatGrads | None:
+    """One flat gradient buffer when this rank must all-reduce gradients itself (not DDP, world > 1)."""
+    if comm.uses_ddp or comm.world == 1:
+        return None
+    return FlatGrads(list(model.parameters()))
+
+
 def autocast(t: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager[Any]:
     if t.precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
@@ -194,8 +201,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     model.train()
     module = comm.wrap(model)
     if t.compile:
-        module = torch.compile(module)
-    grads = None if comm.uses_ddp else FlatGrads(list(model.parameters()))
+        module = torch.compile(module, mode=t.compile_mode)
+    grads = flat_grads(model, comm)
     opt = build_optimizer(model, t)
     ckpts = CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints) if spec.run_dir else None
     is_writer = comm.rank == 0 and spec.run_dir is not None
