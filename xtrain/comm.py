@@ -242,7 +242,7 @@ class ProcComm(Communicator):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [self.device.index] if self.device.type == "cuda" else None
-        return DDP(model, device_ids=ids, gradient_as_bucket_view=True, broadcast_buffers=False)
+        return DDP(model, device_ids=ids, gradient_as_bucket_view=True)  # the model has no buffers
 
     def no_sync(self, module: nn.Module) -> contextlib.AbstractContextManager[None]:
         return module.no_sync() if self.uses_ddp else contextlib.nullcontext()  # type: ignore[operator]

@@ -154,11 +154,11 @@ def run_proc_rank(
         _fresh_run_dir(spec)
     with cuda_device(device):
         comm = ProcComm(rank, world, local_rank, device, timeout_s, grad_sync)
-        try:
-            comm.barrier()  # rank 0 has cleaned the run directory before anyone writes
-            return target(spec, comm)
-        finally:
-            comm.close()
+        comm.barrier()  # rank 0 has cleaned the run directory before anyone writes
+        result = target(spec, comm)
+        # Only a healthy group is torn down: destroying one whose peer hung blocks forever.
+        comm.close()
+        return result
 
 
 def build_spec(
@@ -239,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.launcher == "proc":
             traceback.print_exc()
             print(f"error: rank {rank} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-            return 1
+            sys.stdout.flush()
+            # Leave now: interpreter shutdown would wait on the broken process group's threads.
+            os._exit(1)
         raise
     return 0
 
