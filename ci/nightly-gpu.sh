@@ -29,6 +29,8 @@ else
   XTRAIN_EXTRAS="${XTRAIN_EXTRAS-dev}" ci/setup.sh || exit 2
 fi
 DVC="python3 -m dvc"
+# A runner's checkout without git history (an exported tree): DVC works without SCM.
+git rev-parse --is-inside-work-tree > /dev/null 2>&1 || $DVC config --local core.no_scm true
 python3 - <<'EOF' | tee "$ART/environment.txt"
 import torch, transformers
 print(f"torch {torch.__version__}, cuda {torch.version.cuda}, transformers {transformers.__version__}")
