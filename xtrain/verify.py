@@ -65,6 +65,19 @@ def greedy(forward: Any, ids: list[int], n: int) -> list[int]:
     return seq[len(ids) :]
 
 
+def hf_generate(hf: Any, ids: list[int], n: int, pad_id: int, use_cache: bool) -> list[int]:
+    out = hf.generate(
+        torch.tensor([ids]),
+        max_new_tokens=n,
+        min_new_tokens=n,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=pad_id,
+        use_cache=use_cache,
+    )
+    return out[0, len(ids) :].tolist()
+
+
 @torch.no_grad()
 def compare(
     export_dir: Path,
@@ -85,7 +98,7 @@ def compare(
     )
     hf.eval()
     hf_tok = AutoTokenizer.from_pretrained(export_dir, local_files_only=True)
-    max_diff, tokens_compared, token_mismatches, tokenizer_mismatches = 0.0, 0, 0, 0
+    max_diff, tokens_compared, token_mismatches, tokenizer_mismatches, cached_same = 0.0, 0, 0, 0, 0
     samples = []
     for text in prompts:
         ids = our_tok.encode(text).ids
@@ -139,6 +152,7 @@ def compare(
         "tokens_compared": tokens_compared,
         "prompts_with_token_mismatch": token_mismatches,
         "prompts_with_tokenizer_mismatch": tokenizer_mismatches,
+        "kv_cache_prompts_identical": cached_same,  # information only: transformers with its KV cache
         **keys,
         "samples": samples,
     }
