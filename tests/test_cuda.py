@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
-from xtrain.launch import run_single, run_threads
+from xtrain.launch import run_single, run_threads, torchrun_cmd
 
 pytestmark = [
     pytest.mark.ddp,
@@ -68,18 +67,7 @@ def test_torchrun_launcher_on_cuda_uses_nccl_and_matches(
     tiny_data: TinyData, single: dict, tmp_path: Path
 ) -> None:
     sets = ["train.device=cuda", "train.precision=bf16", "train.fused_adamw=true"]
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(world()),
-        "-m",
-        "xtrain.launch",
-        "proc",
-        *tiny_cli(tiny_data, tmp_path, *sets),
-    ]
+    cmd = torchrun_cmd(world(), "xtrain.launch", "proc", *tiny_cli(tiny_data, tmp_path, *sets))
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = metrics(tmp_path)

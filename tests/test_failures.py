@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from conftest import REPO, TinyData, tiny_cli
+from xtrain.launch import torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -25,20 +26,7 @@ def launch(
     if launcher == "thread":
         cmd = [sys.executable, "-m", "xtrain.launch", "thread", "--world", "2", *args]
     else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "--max-restarts",
-            "0",
-            "-m",
-            "xtrain.launch",
-            "proc",
-            *args,
-        ]
+        cmd = torchrun_cmd(2, "xtrain.launch", "proc", *args)
     t0 = time.monotonic()
     proc = subprocess.run(
         cmd,

@@ -23,7 +23,7 @@ from registry.__main__ import main as registry_main
 from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.export import export
 from xtrain.fileio import atomic_write_json
-from xtrain.launch import run_single, run_threads
+from xtrain.launch import run_single, run_threads, torchrun_cmd
 from xtrain.validate import load_json, load_schema
 from xtrain.verify import closed_loop
 
@@ -43,18 +43,7 @@ def tree(tiny_data: TinyData, tmp_path_factory) -> Path:
         30,
     )
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "-m",
-            "xtrain.launch",
-            "proc",
-            *tiny_cli(tiny_data, root / "runs" / "proc"),
-        ],
+        torchrun_cmd(2, "xtrain.launch", "proc", *tiny_cli(tiny_data, root / "runs" / "proc")),
         capture_output=True,
         text=True,
         cwd=REPO,

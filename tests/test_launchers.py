@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
-from xtrain.launch import run_single, run_threads
+from xtrain.launch import run_single, run_threads, torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -30,20 +30,7 @@ def max_rel(a: list[float], b: list[float]) -> float:
 def torchrun(
     data: TinyData, run_dir: Path, world: int, *extra: str, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(world),
-        "--max-restarts",
-        "0",
-        "-m",
-        "xtrain.launch",
-        "proc",
-        *tiny_cli(data, run_dir, *extra),
-    ]
+    cmd = torchrun_cmd(world, "xtrain.launch", "proc", *tiny_cli(data, run_dir, *extra))
     return subprocess.run(
         cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env={**os.environ, **(env or {})}
     )

@@ -247,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", nargs="+", default=["params", "ref"], choices=["params", *SHAPES])
     ap.add_argument("--device", default=None, help="default: train.device from params")
     ap.add_argument(
-        "--batch", type=int, default=None, help="sequences per step (default: train.global_batch)"
+        "--batch",
+        type=int,
+        default=None,
+        help="sequences per step (default: train.global_batch; 4 for ref/large on cpu)",
     )
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="default: bf16 on cuda")
@@ -259,9 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--deterministic", action="store_true", help="time with deterministic algorithms on")
     ap.add_argument("--profile", action="store_true", help="profile one step per row (cuda)")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--window", type=int, default=5)
-    ap.add_argument("--windows", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=None, help="default: 5 on cuda, 2 on cpu")
+    ap.add_argument(
+        "--window", type=int, default=None, help="steps per timed window (default: 10 cuda, 3 cpu)"
+    )
+    ap.add_argument(
+        "--windows", type=int, default=None, help="timed windows per loop (default: 5 cuda, 3 cpu)"
+    )
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
@@ -273,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = params["train"]
     device = torch.device(args.device or t0["device"])
     precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
+    cuda = device.type == "cuda"
+    args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 2)
+    args.window = args.window if args.window is not None else (10 if cuda else 3)
+    args.windows = args.windows if args.windows is not None else (5 if cuda else 3)
     determinism.set_cpu_threads(t0["cpu_threads"])
     determinism.configure(args.deterministic, device.type)
     tokens = TokenData.load(args.tokens, device)
@@ -281,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.configs:
         base = {k: params["model"][k] for k in SHAPES["ref"]} if name == "params" else SHAPES[name]
         seq = args.seq or (t0["seq_len"] if name == "params" else 256)
+        # The 30M-160M shapes take seconds per step on a CPU: a small batch keeps the default run short.
+        batch = args.batch or (t0["global_batch"] if cuda or name == "params" else 4)
         mcfg = ModelConfig(vocab_size=vocab, **{**base, "max_seq_len": max(base["max_seq_len"], seq)})
         for mode in args.compile:
             t = TrainConfig(
@@ -290,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                     "precision": precision,
                     "seq_len": seq,
                     "grad_accum": 1,
-                    "global_batch": args.batch or t0["global_batch"],
+                    "global_batch": batch,
                     "compile": mode != "none",
                     "compile_mode": "default" if mode == "none" else mode,
                     "fused_adamw": device.type == "cuda",

@@ -45,6 +45,23 @@ class RankFailed(RuntimeError):
         super().__init__(f"rank {rank} failed: {type(error).__name__}: {error}")
 
 
+def torchrun_cmd(nproc: int, module: str, *args: str) -> list[str]:
+    """A one-node torchrun invocation of `python -m module args` with `nproc` workers, no restarts."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "--max-restarts",
+        "0",
+        "-m",
+        module,
+        *args,
+    ]
+
+
 def device_for(kind: str, local_rank: int) -> torch.device:
     if kind == "cuda":
         if not torch.cuda.is_available():

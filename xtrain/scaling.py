@@ -58,6 +58,8 @@ def rank_body(
 
 def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[float]:
     """Run one (launcher, world) in a fresh process; returns rank 0's window rates."""
+    from xtrain.launch import torchrun_cmd
+
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
         common = [
@@ -74,21 +76,7 @@ def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[flo
         if launcher == "thread":
             cmd = [sys.executable, "-m", "xtrain.scaling", "rank", "thread", "--world", str(world), *common]
         else:
-            cmd = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nproc-per-node",
-                str(world),
-                "--max-restarts",
-                "0",
-                "-m",
-                "xtrain.scaling",
-                "rank",
-                "proc",
-                *common,
-            ]
+            cmd = torchrun_cmd(world, "xtrain.scaling", "rank", "proc", *common)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"scaling {launcher} world {world} failed:\n{proc.stderr[-3000:]}")
