@@ -211,3 +211,51 @@ def test_two_nodes_on_loopback_match_one_node(tiny_data: TinyData, proc_run: dic
     # One process per node, one thread each: the same arithmetic as one node with two processes.
     assert max_rel(m["train_loss"], proc_run["train_loss"]) < 1e-6
     assert m["cross_rank"]["max_abs_diff"] == 0.0
+
+
+# --- grad accumulation and resume behave the same under DDP ------------------------------------------
+
+
+def test_grad_accumulation_under_ddp_matches_single_device(tiny_data: TinyData, tmp_path: Path) -> None:
+    """k = 2 micro-batches: DDP's no_sync path (proc) and the flat all-reduce (thread) vs single device."""
+    run_single(tiny_spec(tiny_data, run_dir=tmp_path / "single", train={"grad_accum": 2, "cpu_threads": 2}))
+    ref = metrics(tmp_path / "single")["train_loss"]
+    run_threads(
+        tiny_spec(
+            tiny_data,
+            launcher="thread",
+            run_dir=tmp_path / "thread",
+            train={"grad_accum": 2, "cpu_threads": 2},
+        ),
+        2,
+        30,
+    )
+    proc = torchrun(tiny_data, tmp_path / "proc", 2, "train.grad_accum=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert max_rel(metrics(tmp_path / "thread")["train_loss"], ref) < 1e-3
+    assert max_rel(metrics(tmp_path / "proc")["train_loss"], ref) < 1e-3
+    assert metrics(tmp_path / "proc")["cross_rank"]["max_abs_diff"] < 1e-6
+
+
+def test_a_ddp_run_resumed_after_a_crash_equals_an_uninterrupted_one(
+    tiny_data: TinyData, tmp_path: Path
+) -> None:
+    dropout = ("model.dropout=0.1",)
+    whole = torchrun(tiny_data, tmp_path / "whole", 2, *dropout)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    crashed = torchrun(tiny_data, tmp_path / "part", 2, *dropout, env={"XTRAIN_FAULT": "raise@1:8"})
+    assert crashed.returncode != 0 and "rank 1 failed" in crashed.stderr
+    assert not (tmp_path / "part" / "metrics.json").exists()
+    resumed = subprocess.run(
+        torchrun_cmd(
+            2, "xtrain.launch", "proc", *tiny_cli(tiny_data, tmp_path / "part", *dropout), "--resume"
+        ),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a, b = metrics(tmp_path / "whole"), metrics(tmp_path / "part")
+    assert b["resumed_from_step"] == 6
+    assert b["train_loss"] == a["train_loss"] and b["param_digest"] == a["param_digest"]
