@@ -123,14 +123,8 @@ class Params:
         return self.raw[key]
 
     def run_config(self, vocab_size: int) -> RunConfig:
+        """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""
         model = ModelConfig(vocab_size=vocab_size, **self.raw["model"])
-        if self.raw["train"]["seq_len"] > model.max_seq_len:
-            raise ValidationError(
-                self.source,
-                "train.seq_len",
-                f"{self.raw['train']['seq_len']} exceeds model.max_seq_len={model.max_seq_len}",
-                "<= model.max_seq_len",
-            )
         return RunConfig(seed=self.raw["seed"], model=model, train=TrainConfig(**self.raw["train"]))
 
 
