@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-tokens", type=int, default=24)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--atol-fp32", type=float, default=1e-4)
-    ap.add_argument("--atol-bf16", type=float, default=5e-2)
+    ap.add_argument("--atol-bf16", type=float, default=1e-2)
     ap.add_argument("--report", default="reports/closed_loop.json")
     args = ap.parse_args(argv)
     val = load_split(Path(args.text), load_json(args.meta), "val")
