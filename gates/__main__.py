@@ -59,9 +59,7 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
 def check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     root = Path(args.root)
-    thresholds = load_thresholds(
-        root / args.params if not Path(args.params).is_absolute() else Path(args.params)
-    )
+    thresholds = load_thresholds(root / args.params)  # an absolute --params stays absolute
     gates = catalogue.select(args.only)
     try:
         artifacts = Artifacts(root, DvcLock.read(root))
@@ -77,7 +75,7 @@ def check(args: argparse.Namespace) -> int:
         except (ValueError, KeyError, TypeError):
             env_id = None
     rep = report.build(outcomes, root, str(args.params), env_id)
-    report_path = root / args.report if not Path(args.report).is_absolute() else Path(args.report)
+    report_path = root / args.report
     report.write(rep, report_path)
     if args.json:
         print(json.dumps(rep, indent=2))

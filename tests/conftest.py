@@ -59,6 +59,25 @@ def tiny_text(n_words: int = 30000, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The tiny config, in one place: the Python-side specs and the CLI overrides are built from it.
+TINY_SEED = 1234
+TINY_MODEL = {"dim": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 64, "max_seq_len": 32}
+TINY_TRAIN = {
+    "seq_len": 16,
+    "global_batch": 8,
+    "grad_accum": 1,
+    "steps": 12,
+    "lr": 3e-3,
+    "min_lr": 3e-4,
+    "warmup_steps": 2,
+    "eval_every": 6,
+    "eval_batches": 2,
+    "ckpt_every": 6,
+    "log_every": 3,
+    "cpu_threads": 2,  # the CLI runs; tiny_run_config uses 1 unless a test asks for more
+}
+
+
 @dataclass(frozen=True)
 class TinyData:
     text: Path
@@ -84,26 +103,13 @@ def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
     )
 
 
-def tiny_run_config(vocab_size: int, model: dict | None = None, train: dict | None = None, seed: int = 1234):
+def tiny_run_config(
+    vocab_size: int, model: dict | None = None, train: dict | None = None, seed: int = TINY_SEED
+):
     from xtrain.config import ModelConfig, RunConfig, TrainConfig
 
-    m = dict(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64, max_seq_len=32)
-    t = dict(
-        seq_len=16,
-        global_batch=8,
-        grad_accum=1,
-        steps=12,
-        lr=3e-3,
-        min_lr=3e-4,
-        warmup_steps=2,
-        eval_every=6,
-        eval_batches=2,
-        ckpt_every=6,
-        log_every=3,
-        cpu_threads=1,
-    )
-    m.update(model or {})
-    t.update(train or {})
+    m = {"vocab_size": vocab_size, **TINY_MODEL, **(model or {})}
+    t = {**TINY_TRAIN, "cpu_threads": 1, **(train or {})}
     return RunConfig(seed=seed, model=ModelConfig(**m), train=TrainConfig(**t))
 
 
@@ -135,24 +141,9 @@ def replace_train(spec, **changes):
 
 TINY_OVERRIDES = (
     "profile=cpu",  # tests exercise code, not the workspace's profile switch (the GPU nightly flips it)
-    "model.dim=32",
-    "model.n_layers=2",
-    "model.n_heads=4",
-    "model.n_kv_heads=2",
-    "model.ffn_dim=64",
-    "model.max_seq_len=32",
-    "train.seq_len=16",
-    "train.global_batch=8",
-    "train.steps=12",
-    "train.lr=3e-3",
-    "train.min_lr=3e-4",
-    "train.warmup_steps=2",
-    "train.eval_every=6",
-    "train.eval_batches=2",
-    "train.ckpt_every=6",
-    "train.log_every=3",
-    "train.cpu_threads=2",
-    "seed=1234",
+    *(f"model.{k}={v}" for k, v in TINY_MODEL.items()),
+    *(f"train.{k}={v}" for k, v in TINY_TRAIN.items()),
+    f"seed={TINY_SEED}",
 )
 
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from xtrain import determinism
-from xtrain.comm import SingleComm
+from xtrain.comm import Communicator, FlatGrads, SingleComm
 from xtrain.config import ModelConfig, TrainConfig, load_params
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
@@ -101,20 +101,23 @@ def time_interleaved(
     return {name: summarise(r) for name, r in rates.items()}
 
 
-def harness_step(model, opt, tokens, t: TrainConfig, device: torch.device, module) -> Callable[[], Any]:
-    """The harness: xtrain.train.train_step exactly as every launcher calls it (world 1)."""
-    comm = SingleComm(device)
+def harness_step(
+    model, opt, tokens, t: TrainConfig, module, comm: Communicator, grads: FlatGrads | None = None
+) -> Callable[[], Any]:
+    """The harness: xtrain.train.train_step exactly as every launcher calls it, on this rank's shard."""
     state = {"step": 0}
 
     def step() -> Any:
-        micro = micro_batches(tokens, 0, state["step"], t.global_batch, t.grad_accum, t.seq_len, 0, 1)
+        micro = micro_batches(
+            tokens, 0, state["step"], t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
+        )
         state["step"] += 1
-        return train_step(module, model, opt, micro, comm, None, t, [0] * t.grad_accum)
+        return train_step(module, model, opt, micro, comm, grads, t, [0] * t.grad_accum)
 
     return step
 
 
-def plain_step(model, opt, tokens, t: TrainConfig, device: torch.device, module) -> Callable[[], Any]:
+def plain_step(model, opt, tokens, t: TrainConfig, module, device: torch.device) -> Callable[[], Any]:
     """The loop a PyTorch user writes by hand: no harness, same model, optimizer, data and clip."""
     state = {"step": 0}
     amp = (
@@ -174,11 +177,15 @@ def bench_config(
 ) -> list[dict[str, Any]]:
     fpt = flops_per_token(mcfg, t.seq_len)
     loops, models = {}, []
-    for loop, make in (("xtrain", harness_step), ("plain", plain_step)):
+    for loop in ("xtrain", "plain"):
         model = build_model(mcfg, 0, device).train()
         opt = build_optimizer(model, t)
         module = torch.compile(model, mode=t.compile_mode) if t.compile else model
-        loops[loop] = make(model, opt, tokens, t, device, module)
+        loops[loop] = (
+            harness_step(model, opt, tokens, t, module, SingleComm(device))
+            if loop == "xtrain"
+            else plain_step(model, opt, tokens, t, module, device)
+        )
         models.append(model)
     timings = time_interleaved(
         loops, t.global_batch * t.seq_len, args.warmup, args.window, args.windows, device

@@ -294,19 +294,13 @@ def load_params(path: str | Path = DEFAULT_PARAMS, overrides: list[str] | tuple[
 
 
 def set_in_file(path: str | Path, overrides: list[str]) -> None:
-    """Validate `overrides` against the file, then write them into it (comments kept where ruamel is present)."""
+    """Validate `overrides` against the file, then write them into it, comments kept."""
     path = Path(path)
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f)
     resolve(raw, str(path), overrides)  # refuse anything invalid before touching the file
-    try:
-        from ruamel.yaml import YAML
-    except ImportError:  # plain PyYAML: same values, comments lost
-        for text in overrides:
-            parts, value = parse_override(text)
-            _set_path(raw, parts, value, str(path))
-        path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-        return
+    from ruamel.yaml import YAML  # round-trips comments and layout
+
     ry = YAML()
     ry.preserve_quotes = True
     ry.representer.add_representer(

@@ -15,6 +15,7 @@ import argparse
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,32 +28,26 @@ FORMAT = "xtrain-scaling/1"
 def rank_body(
     spec: Any, comm: Any, per_rank_batch: int, warmup: int, window: int, windows: int
 ) -> list[float]:
-    """Timed training on one rank: the real train step, synthetic-free data, no eval or checkpoints."""
+    """Timed training on one rank: the harness's train step on the real data, no eval or checkpoints."""
+    import dataclasses
+
     import torch
 
-    from xtrain.bench import time_windows
-    from xtrain.data import TokenData, micro_batches
+    from xtrain.bench import harness_step, time_windows
+    from xtrain.data import TokenData
     from xtrain.model import build_model
     from xtrain.optim import build_optimizer
-    from xtrain.train import flat_grads, train_step
+    from xtrain.train import flat_grads
 
-    t = spec.run.train
+    t = dataclasses.replace(spec.run.train, global_batch=per_rank_batch * comm.world, grad_accum=1)
     model = build_model(spec.run.model, spec.run.seed, comm.device).train()
     data = TokenData.load(spec.tokens_path, comm.device)
     module = comm.wrap(model)
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
-    grads = flat_grads(model, comm)
     opt = build_optimizer(model, t)
-    global_batch = per_rank_batch * comm.world
-    state = {"step": 0}
-
-    def step() -> None:
-        micro = micro_batches(data, 0, state["step"], global_batch, 1, t.seq_len, comm.rank, comm.world)
-        state["step"] += 1
-        train_step(module, model, opt, micro, comm, grads, t, [0])
-
-    timing = time_windows(step, global_batch * t.seq_len, warmup, window, windows, comm.device)
+    step = harness_step(model, opt, data, t, module, comm, flat_grads(model, comm))
+    timing = time_windows(step, t.global_batch * t.seq_len, warmup, window, windows, comm.device)
     return timing.windows
 
 
@@ -128,21 +123,21 @@ def devices_available(device: str) -> int:
 
 
 def summarise(rates: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, Any]]:
-    import statistics
+    from xtrain.bench import summarise as timing_of
 
     out: dict[str, dict[str, Any]] = {}
     for launcher, by_world in rates.items():
-        base = statistics.median(by_world[min(by_world)]) if by_world else None
+        timings = {w: timing_of(windows) for w, windows in sorted(by_world.items())}
+        base = timings[min(timings)].tokens_per_s if timings else None
         out[launcher] = {}
-        for w, windows in sorted(by_world.items()):
-            med = statistics.median(windows)
-            speedup = med / base if base else 1.0
+        for w, timing in timings.items():
+            speedup = timing.tokens_per_s / base if base else 1.0
             out[launcher][str(w)] = {
-                "tokens_per_s": med,
+                "tokens_per_s": timing.tokens_per_s,
                 "speedup": speedup,
                 "efficiency": speedup / w,
-                "spread": (max(windows) - min(windows)) / med,
-                "windows": windows,
+                "spread": timing.spread,
+                "windows": timing.windows,
             }
     return out
 
@@ -222,8 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         rates[launcher] = {}
         for w in worlds:
             rates[launcher][w] = measure_one(launcher, w, args)
-            med = sorted(rates[launcher][w])[len(rates[launcher][w]) // 2]
-            print(f"scaling: {launcher} world {w}: {med:,.0f} tokens/s", file=sys.stderr, flush=True)
+            print(
+                f"scaling: {launcher} world {w}: {statistics.median(rates[launcher][w]):,.0f} tokens/s",
+                file=sys.stderr,
+                flush=True,
+            )
     import torch
 
     device = torch.cuda.get_device_name(0) if t["device"] == "cuda" else f"cpu ({os.cpu_count()} cores)"
