@@ -6,7 +6,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-STATUSES = ("pass", "fail", "skip", "error")
+# inconclusive: a measurement too noisy to judge. It never passes: it counts as a failure (exit 1)
+# whose message says to rerun on a quiet machine.
+STATUSES = ("pass", "fail", "inconclusive", "skip", "error")
 
 
 @dataclass
@@ -29,6 +31,10 @@ def passed(measured: Any, threshold: Any, message: str) -> Outcome:
 
 def failed(measured: Any, threshold: Any, message: str) -> Outcome:
     return Outcome("fail", measured, threshold, message)
+
+
+def inconclusive(measured: Any, threshold: Any, message: str) -> Outcome:
+    return Outcome("inconclusive", measured, threshold, message)
 
 
 def rel_diffs(a: list[float], b: list[float]) -> list[float]:

@@ -11,16 +11,22 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from gates.outcome import Outcome
+from gates.outcome import STATUSES, Outcome
 from xtrain.fileio import atomic_write_json
 from xtrain.validate import load_schema, validate
 
-COLORS = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
+COLORS = {
+    "pass": "green",
+    "fail": "bold red",
+    "inconclusive": "bold yellow",
+    "skip": "yellow",
+    "error": "bold magenta",
+}
 
 
 def exit_code(outcomes: dict[str, Outcome]) -> int:
     statuses = {o.status for o in outcomes.values()}
-    return 2 if "error" in statuses else 1 if "fail" in statuses else 0
+    return 2 if "error" in statuses else 1 if statuses & {"fail", "inconclusive"} else 0
 
 
 def _git_revision(root: Path) -> str | None:
@@ -40,9 +46,7 @@ def build(
     report = {
         "format": "xtrain-gates-report/1",
         "exit_code": code,
-        "summary": {
-            s: sum(o.status == s for o in outcomes.values()) for s in ("pass", "fail", "skip", "error")
-        },
+        "summary": {s: sum(o.status == s for o in outcomes.values()) for s in STATUSES},
         "git_revision": _git_revision(root),
         "environment": {
             "platform": f"{sys.platform}-{platform.machine()}",
@@ -104,11 +108,7 @@ def print_table(
         if o.status != "pass":
             console.print(f"[{COLORS[o.status]}]{o.status.upper()}[/] {gid}: {o.message}")
     code = exit_code(outcomes)
-    summary = ", ".join(
-        f"{n} {s}"
-        for s in ("pass", "fail", "skip", "error")
-        if (n := sum(o.status == s for o in outcomes.values()))
-    )
+    summary = ", ".join(f"{n} {s}" for s in STATUSES if (n := sum(o.status == s for o in outcomes.values())))
     verdict = {
         0: "[green]all gates pass[/]",
         1: "[bold red]gate failure[/]",
