@@ -53,9 +53,11 @@ class Artifacts:
     lock: DvcLock
     params: Params | None = None  # resolved params.yaml: what the runs must have been
     read: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # shared by every gate's view: each file is validated once per check (validation is most of the cost)
+    validated: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
     def for_gate(self) -> Artifacts:
-        return Artifacts(self.root, self.lock, self.params)
+        return Artifacts(self.root, self.lock, self.params, validated=self.validated)
 
     def _require(self, rel: str, stage: str) -> Path:
         path = self.root / rel
@@ -87,13 +89,15 @@ class Artifacts:
         return md5
 
     def json(self, rel: str, schema: str, stage: str) -> Any:
+        """The validated content (gates only read it); checked against dvc.lock and for non-finite numbers."""
         path = self._require(rel, stage)
-        try:
-            data = load_json(str(path), load_schema("gates", schema))
-        except ValidationError as e:
-            e_text = str(e).replace(str(path), rel, 1)
-            raise ArtifactError(e_text) from None
-        self.record(rel, path)
+        key = (rel, schema, self.record(rel, path))
+        if key not in self.validated:
+            try:
+                self.validated[key] = load_json(str(path), load_schema("gates", schema))
+            except ValidationError as e:
+                raise ArtifactError(str(e).replace(str(path), rel, 1)) from None
+        data = self.validated[key]
         bad = nonfinite(data)
         if bad:
             raise NonFinite(

@@ -114,7 +114,7 @@ class Registry:
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
     def versions(self, model: str) -> list[Entry]:
-        return self._entries(self.root / "models" / model, "version.schema.json")
+        return self._named(self._entries(self.root / "models" / model, "version.schema.json"), "model", model)
 
     def version(self, model: str, dtype: str, number: int | None = None) -> Entry:
         """The given version, or the latest one blessed for this dtype."""
@@ -134,7 +134,19 @@ class Registry:
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
     def goldens(self, env_id: str) -> list[Entry]:
-        return self._entries(self.root / "goldens" / env_id, "golden.schema.json")
+        return self._named(
+            self._entries(self.root / "goldens" / env_id, "golden.schema.json"), "env_id", env_id
+        )
+
+    @staticmethod
+    def _named(entries: list[Entry], key: str, folder: str) -> list[Entry]:
+        """A sealed file moved into another model's or environment's folder is refused."""
+        for e in entries:
+            if e.data[key] != folder:
+                raise ValidationError(
+                    str(e.path), key, f"{e.data[key]!r} does not match its folder", repr(folder)
+                )
+        return entries
 
     def golden(self, env_id: str) -> Entry | None:
         entries = self.goldens(env_id)
