@@ -33,8 +33,10 @@ def run_problems(params: Params, run: str, m: dict[str, Any]) -> list[str]:
     where = f"runs/{run}/metrics.json"
     steps = t["steps"]
     out = []
-    want_hash = config_hash(params, m["config"]["model"]["vocab_size"])
-    if m["config_hash"] != want_hash:
+    vocab = m["config"]["model"].get("vocab_size")
+    if not isinstance(vocab, int) or vocab < 1:
+        out.append(f"{where}: config.model.vocab_size {vocab!r} is not a vocabulary size")
+    elif m["config_hash"] != (want_hash := config_hash(params, vocab)):
         out.append(f"{where}: config_hash {m['config_hash']}, params.yaml gives {want_hash}")
     if m["steps"] != steps:
         out.append(f"{where}: steps {m['steps']}, params.yaml train.steps is {steps}")
