@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from registry.provenance import provenance
-from registry.store import MANIFEST, Registry, RegistryError, compare_files, export_files, write_once
+from registry.store import (
+    MANIFEST,
+    Registry,
+    RegistryError,
+    check_export,
+    compare_files,
+    export_files,
+    seal,
+    write_once,
+)
 from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
 from xtrain.fileio import atomic_write_json, md5_file
 from xtrain.validate import ValidationError, load_json, load_schema, validate
@@ -53,20 +62,20 @@ def need_reason(reason: str | None) -> str:
 
 def verify(reg: Registry, export_dir: Path, model: str, number: int | None) -> dict[str, Any]:
     manifest = read_manifest(export_dir)
-    entry = reg.version(model, manifest["dtype"], number)
-    checks = compare_files(entry.data["files"], export_files(export_dir))
-    src_ok = manifest["source_checkpoint"]["model_md5"] == entry.data["source_checkpoint_md5"]
+    result = check_export(reg, model, manifest, export_files(export_dir), number)
     return {
         "format": "xtrain-registry-check/1",
         "model": model,
-        "version": entry.version,
+        "version": result.entry.version,
         "dtype": manifest["dtype"],
-        "passed": all(c.ok for c in checks) and src_ok,
-        "files": [{"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in checks],
+        "passed": result.passed,
+        "files": [
+            {"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in result.files
+        ],
         "source_checkpoint": {
-            "expected": entry.data["source_checkpoint_md5"],
-            "actual": manifest["source_checkpoint"]["model_md5"],
-            "ok": src_ok,
+            "expected": result.source.expected,
+            "actual": result.source.actual,
+            "ok": result.source.ok,
         },
     }
 
@@ -120,6 +129,7 @@ def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, para
         "provenance": provenance(params_path=params),
         "reason": reason,
     }
+    entry = seal(entry)
     validate(entry, load_schema("registry", "version.schema.json"), str(path))
     write_once(path, entry)
     print(f"blessed {path}")
@@ -181,6 +191,7 @@ def bless_golden(
         )
     path = reg.next_path(reg.root / "goldens" / env_id)
     golden["version"] = int(path.stem[1:])
+    golden = seal(golden)
     validate(golden, load_schema("registry", "golden.schema.json"), str(path))
     write_once(path, golden)
     print(f"blessed golden {path} ({tier} tier)")
@@ -211,7 +222,7 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
         "provenance": provenance(),
         "reason": reason,
     }
-    atomic_write_json(tmp / "pin.json", pin)
+    atomic_write_json(tmp / "pin.json", seal(pin))
     tmp.rename(dest)
     print(f"pinned {ckpt} as {dest} (model md5 {pin['model_md5']})")
     return 0
