@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gates.ci_report import short
@@ -79,6 +80,10 @@ def _delta(x: Any, y: Any) -> str:
     return f"{y - x:+.3g}"
 
 
+def _status(status: str) -> str:
+    return f"[{COLORS[status]}]{status.upper()}[/]" if status in COLORS else escape(status)
+
+
 def print_diff(changes: list[Change], a_path: str, b_path: str, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
     table = Table(title=f"gates diff: {a_path} -> {b_path}")
@@ -91,23 +96,22 @@ def print_diff(changes: list[Change], a_path: str, b_path: str, console: Console
         mb = c.after["measured"] if c.after else None
         kind = c.kind + (f" {_delta(ma, mb)}" if c.kind == "measured" else "")
         table.add_row(
-            c.id,
-            f"[{COLORS.get(sa, '')}]{sa.upper()}[/]",
-            f"[{COLORS.get(sb, '')}]{sb.upper()}[/]",
-            short(ma),
-            short(mb),
+            escape(c.id),
+            _status(sa),
+            _status(sb),
+            escape(short(ma)),
+            escape(short(mb)),
             f"[bold red]{kind}[/]" if c.worse else kind,
         )
     console.print(table)
     for c in changes:
         if c.worse and c.after is not None:
-            console.print(f"[bold red]WORSE[/] {c.id}: {c.after['message']}")
+            console.print(f"[bold red]WORSE[/] {escape(c.id)}: {escape(c.after['message'])}")
     worse = sum(c.worse for c in changes)
-    counts = {
-        k: sum(c.kind == k for c in changes) for k in ("worse", "better", "added", "removed", "measured")
-    }
+    kinds = ("better", "changed", "measured", "added", "removed")
+    counts = {k: sum(c.kind == k for c in changes) for k in kinds}
     summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no change"
-    console.print(f"{summary}; {worse} gate(s) got worse; exit {1 if worse else 0}")
+    console.print(f"{worse} got worse; {summary}; exit {1 if worse else 0}")
 
 
 def run(a_path: str, b_path: str) -> int:
