@@ -103,6 +103,7 @@ def markdown(report: dict[str, Any], labels: dict[str, str] | None = None) -> st
     for g in by_severity(report["gates"]):
         status = f"{MARK.get(g['status'], '')} {g['status']}"
         lines.append(
-            f"| `{g['id']}` | {status} | {_cell(g['measured'])} | {_cell(threshold_text(g, labels))} | {_cell(g['message'])} |"
+            f"| `{g['id']}` | {status} | {_cell(g['measured'])} | {_cell(threshold_text(g, labels))} "
+            f"| {_cell(g['message'])} |"
         )
     return "\n".join(lines) + "\n"

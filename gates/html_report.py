@@ -21,7 +21,8 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0}
 .meta{color:#616161;margin:0 0 14px} table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #e0e0e0;padding:4px 8px;text-align:left;vertical-align:top}
-.badge{display:inline-block;min-width:92px;text-align:center;border-radius:4px;font-weight:600;color:#fff;padding:1px 6px}
+.badge{display:inline-block;min-width:92px;text-align:center;border-radius:4px;font-weight:600;
+  color:#fff;padding:1px 6px}
 .pass .badge,.badge.pass{background:#2e7d32} .fail .badge,.badge.fail{background:#c62828}
 .inconclusive .badge,.badge.inconclusive{background:#f9a825;color:#212121}
 .skip .badge,.badge.skip{background:#9e9e9e} .error .badge,.badge.error{background:#6a1b9a}
@@ -31,7 +32,8 @@ td,th{border-bottom:1px solid #e0e0e0;padding:4px 8px;text-align:left;vertical-a
 .card h2 .badge{margin-left:10px;font-size:13px} dl{display:grid;grid-template-columns:90px 1fr;margin:8px 0}
 dt{color:#616161} dd{margin:0} figure{margin:8px 0 0} svg{width:100%;height:auto}
 figcaption{color:#424242;font-size:13px;margin-top:4px} .nopic{color:#757575;font-style:italic}
-.files tr.bad td{background:#ffebee} .files tr.ok td:last-child{color:#2e7d32} .files tr.bad td:last-child{color:#c62828;font-weight:600}
+.files tr.bad td{background:#ffebee} .files tr.ok td:last-child{color:#2e7d32}
+.files tr.bad td:last-child{color:#c62828;font-weight:600}
 code{font-size:12px}
 """
 
@@ -65,7 +67,8 @@ def _verdict_table(gates: list[dict[str, Any]], labels: dict[str, str] | None) -
         f"<td>{escape(short(g['measured']))}</td><td>{escape(threshold_text(g, labels))}</td></tr>"
         for g in gates
     )
-    return f"<table class='verdict'><tr><th>status</th><th>gate</th><th>measured</th><th>threshold</th></tr>{rows}</table>"
+    head = "<tr><th>status</th><th>gate</th><th>measured</th><th>threshold</th></tr>"
+    return f"<table class='verdict'>{head}{rows}</table>"
 
 
 def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
@@ -74,7 +77,10 @@ def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
     except pictures.NoPicture as e:
         return f"<p class='nopic'>No picture: {escape(str(e))}</p>"
     if pic is None:
-        return "<p class='nopic'>No picture for this gate yet: status, measured value, threshold and message above.</p>"
+        return (
+            "<p class='nopic'>No picture for this gate yet: its status, measured value, threshold and "
+            "message are above.</p>"
+        )
     return f"<figure>{pic.html}<figcaption>{escape(pic.caption)}</figcaption></figure>"
 
 

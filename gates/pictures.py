@@ -54,7 +54,12 @@ def _rel_panel(ax, got: dict, ref: dict, run: str, reference: str, max_rel: floa
         if e["step"] in ev_ref
     ]
     if ev:
-        top = ax.get_ylim()[1] / 3
+        low, high = ax.get_ylim()
+        finite = [r for _, r in ev if math.isfinite(r)]
+        if finite and max(finite) * 3 > high:  # an eval difference above every train difference
+            high = max(finite) * 30
+            ax.set_ylim(low, high)
+        top = high / 3
         ax.plot(
             [s for s, _ in ev],
             plots.on_log_axis([r for _, r in ev], top),
@@ -203,7 +208,8 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
         plots.to_svg(fig) + table,
         f"Top: this run's training loss against the golden's (nats per token), differing steps marked ×. "
         f"Bottom: relative difference per step (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). "
-        f"Table: exports/fresh against the golden's export md5s. {rule} {len(marked)} of {len(steps)} steps differ.",
+        f"Table: exports/fresh against the golden's export md5s. {rule} "
+        f"{len(marked)} of {len(steps)} steps differ.",
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import test_gates
+import yaml
 from PIL import Image, ImageStat
 
 from gates import html_report, report
@@ -25,6 +26,17 @@ pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 # the real artifact tree of tests/test_gates.py, as this module's fixtures
 tree, work, edit = test_gates.tree, test_gates.work, test_gates.edit
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.fixture()
+def steady(work: Path) -> Path:
+    """The tree with the scaling gate's timing limits opened: on a shared 2-core box the tiny
+    benchmark's tokens/s is noise (seen: 86 vs 1,974 tok/s), and these tests are about the page."""
+    path = work / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    params["gates"]["scaling"]["cpu"] = {"floors": {"2": 1e-6}, "band": 1.0}
+    path.write_text(yaml.safe_dump(params))
+    return work
 
 
 def page(root: Path, name: str = "page.html") -> tuple[int, str]:
@@ -38,8 +50,8 @@ def cards(html: str) -> dict[str, str]:
     return {gid: f"{status} {body}" for status, gid, body in found}
 
 
-def test_every_gate_has_its_picture_on_the_real_tree(work: Path) -> None:
-    code, html = page(work)
+def test_every_gate_has_its_picture_on_the_real_tree(steady: Path) -> None:
+    code, html = page(steady)
     assert code == 0
     by_id = cards(html)
     assert len(by_id) == 10 and all(c.startswith("pass ") for c in by_id.values())
@@ -54,13 +66,14 @@ def test_every_gate_has_its_picture_on_the_real_tree(work: Path) -> None:
     assert "svg.hashsalt" not in html and "<dc:date>" not in html
 
 
-def test_a_failing_gate_is_shown_first_with_the_failure_marked(work: Path) -> None:
-    _, clean = page(work, "clean.html")
+def test_a_failing_gate_is_shown_first_with_the_failure_marked(steady: Path) -> None:
+    _, clean = page(steady, "clean.html")
     assert "first over" not in cards(clean)["loss_match.thread"]
     edit(
-        work / "runs/thread/metrics.json", lambda m: m["train_loss"].__setitem__(5, m["train_loss"][5] * 1.01)
+        steady / "runs/thread/metrics.json",
+        lambda m: m["train_loss"].__setitem__(5, m["train_loss"][5] * 1.01),
     )
-    code, html = page(work)
+    code, html = page(steady)
     assert code == 1
     by_id = cards(html)
     first = next(iter(by_id))
@@ -104,15 +117,16 @@ def test_pictures_are_drawn_from_the_artifacts(
     change(work)
     _, html = page(work)
     assert broken in cards(html)[gate] and cards(html)[gate].startswith("fail ")
+    assert next(iter(cards(html))) == gate  # the only failing gate, shown first
 
 
 def test_a_gate_without_a_picture_gets_a_generic_card(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     root.mkdir()
     (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
-    outcomes = {
-        "perf.throughput": Outcome("fail", 0.81, 0.85, "steady tokens/s 19% below the baseline"),
+    outcomes = {  # the failing gate last in the report, first on the page
         "scaling": Outcome("skip", None, None, "stage scaling has not run"),
+        "perf.throughput": Outcome("fail", 0.81, 0.85, "steady tokens/s 19% below the baseline"),
     }
     rep = report.build(outcomes, root, "params.yaml", None)
     html = html_report.render(rep, root, {"scaling": {}})
@@ -156,18 +170,19 @@ def red_pixels(im: Image.Image) -> int:
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} absent (apt-get install chromium)")
-def test_the_page_renders_in_a_real_browser(work: Path, tmp_path: Path) -> None:
+def test_the_page_renders_in_a_real_browser(steady: Path, tmp_path: Path) -> None:
     blank = tmp_path / "blank.html"
     blank.write_text("<!DOCTYPE html><html><body></body></html>")
     control = screenshot(blank.as_uri(), tmp_path / "blank.png", tmp_path)
     assert ImageStat.Stat(control.convert("L")).var[0] < 1.0  # the measure can tell a blank page
-    page(work, "pass.html")
-    passing = screenshot((work / "pass.html").as_uri(), tmp_path / "pass.png", tmp_path)
+    page(steady, "pass.html")
+    passing = screenshot((steady / "pass.html").as_uri(), tmp_path / "pass.png", tmp_path)
     assert ImageStat.Stat(passing.convert("L")).var[0] > 500
     assert red_pixels(passing) == 0
     edit(
-        work / "runs/thread/metrics.json", lambda m: m["train_loss"].__setitem__(5, m["train_loss"][5] * 1.01)
+        steady / "runs/thread/metrics.json",
+        lambda m: m["train_loss"].__setitem__(5, m["train_loss"][5] * 1.01),
     )
-    page(work, "fail.html")
-    failing = screenshot((work / "fail.html").as_uri(), tmp_path / "fail.png", tmp_path)
+    page(steady, "fail.html")
+    failing = screenshot((steady / "fail.html").as_uri(), tmp_path / "fail.png", tmp_path)
     assert red_pixels(failing) > 1000  # the FAIL badges and card border are visible at the top
