@@ -302,8 +302,9 @@ def _throughput_panel(ax, s: dict[str, Any]) -> list[str]:
         worlds = sorted(int(w) for w in by_world)
         rows = [by_world[str(w)] for w in worlds]
         tps = [r["tokens_per_s"] for r in rows]
-        low = [t - min(r["windows"], default=t) for t, r in zip(tps, rows, strict=True)]
-        high = [max(r["windows"], default=t) - t for t, r in zip(tps, rows, strict=True)]
+        # max(0, ...): a hand-edited table may put tokens/s outside its windows; draw it, don't fail
+        low = [max(0.0, t - min(r["windows"], default=t)) for t, r in zip(tps, rows, strict=True)]
+        high = [max(0.0, max(r["windows"], default=t) - t) for t, r in zip(tps, rows, strict=True)]
         ax.errorbar(worlds, tps, yerr=[low, high], marker="o", capsize=3, label=launcher)
     ax.set_xlabel("world (ranks)")
     ax.set_ylabel("tokens/s (median window)")
