@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from gates import plots
+from gates import goldens, plots
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
-from gates.export import MANIFEST, _manifest, _registry, blessed_version
+from gates.export import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
-from registry.store import RegistryError, compare_files
+from registry.store import RegistryError, check_export, compare_files
 from xtrain.validate import ValidationError
 
 Thresholds = dict[str, Any]
@@ -146,10 +146,11 @@ def md5_table(checks: list, expected_label: str) -> str:
 def export_md5(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     manifest = _manifest(a, "pinned")
     actual = a.folder("exports/pinned", "export", exclude=(MANIFEST,))
-    entry = blessed_version(_registry(a), manifest["source_checkpoint"]["model_md5"], manifest["dtype"])
-    if entry is None:
-        raise NoPicture("no registry version is blessed for the pinned checkpoint")
-    checks = compare_files(entry.data["files"], actual)
+    try:  # the gate's own selection: the pinned model's latest version in this dtype
+        result = check_export(_registry(a), a.params["export"]["pinned_model"], manifest, actual)
+    except RegistryError as e:
+        raise NoPicture(str(e)) from None
+    checks, entry = [*result.files, result.source], result.entry
     where = f"{entry.data['model']} v{entry.version}"
     return Picture(
         md5_table(checks, f"blessed md5 ({where})"),
@@ -161,23 +162,19 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     m = run_metrics(a, "single")
     files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
     env_id = m["env"]["env_id"]
-    try:
-        golden = _registry(a).golden(env_id)
+    try:  # the gate's own choice of golden and tier
+        choice = goldens.choose(_registry(a), env_id, m["config_hash"], m["device"], m["precision"])
     except RegistryError as e:
         raise NoPicture(str(e)) from None
-    if golden is None:
-        raise NoPicture(f"no golden for environment {env_id}: nothing to draw against")
-    g = golden.data
-    if g["config_hash"] != m["config_hash"]:
-        raise NoPicture(
-            f"the golden was blessed for config {g['config_hash']}, this run is {m['config_hash']}"
-        )
+    if choice is None:
+        raise NoPicture(f"no golden for environment {env_id} or its config: nothing to draw against")
+    golden, g = choice.entry, choice.entry.data
     ref = g["metrics"]["train_loss"]["values"]
     steps = sorted(int(s) for s in ref if int(s) < len(m["train_loss"]))
     got, want = [m["train_loss"][s] for s in steps], [ref[str(s)] for s in steps]
     rel = rel_diffs(got, want)
-    exact = g["tier"] == "exact"
-    rtol = t["fresh_train"]["loss_rtol"]
+    exact = choice.tier == "exact"
+    rtol = t["fresh_train"]["approx"][m["device"]]["loss_rtol"]
     limit = plots.ZERO_FLOOR * 10 if exact else rtol
     marked = [
         i
@@ -187,7 +184,7 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     fig, (top, bottom) = plots.figure(2, 1)
     plots.overlay(top, steps, want, got, (f"golden v{golden.version}", "this run"), marked)
     top.set_ylabel("train loss (nats/token)")
-    top.set_title(f"runs/single vs golden {env_id} ({g['tier']} tier)")
+    top.set_title(f"runs/single vs golden {choice.name} ({choice.tier} tier)")
     plots.log_limit_plot(
         bottom,
         steps,
