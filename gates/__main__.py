@@ -3,6 +3,7 @@
     python -m gates check [--only ID ...] [--json] [--report PATH]   exit 0 pass, 1 a gate failed, 2 bad artifact
     python -m gates list                                             the catalogue with thresholds
     python -m gates explain ID                                       what a gate checks, why, how to investigate
+    python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
 
 Thresholds come from params.yaml `gates:` (validated by gates/schemas/thresholds.schema.json).
 """
@@ -105,6 +106,25 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def bisect_cmd(args: argparse.Namespace) -> int:
+    from gates import bisect
+
+    root = Path(args.root).resolve()
+    try:
+        return bisect.bisect(
+            root,
+            root,
+            root / args.params,
+            args.good,
+            args.bad,
+            args.gate,
+            Path(args.cache) if args.cache else None,
+        )
+    except bisect.BisectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -119,9 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="the catalogue with thresholds")
     e = sub.add_parser("explain", help="what a gate checks, why, how to investigate a failure")
     e.add_argument("id")
+    bi = sub.add_parser("bisect", help="the first commit between GOOD and BAD at which a gate fails")
+    bi.add_argument("good")
+    bi.add_argument("bad")
+    bi.add_argument(
+        "--gate", default=None, help="gate id or prefix (default: every gate, the whole pipeline)"
+    )
+    bi.add_argument("--cache", default=None, help="verdict cache (default: <git dir>/xtrain-bisect)")
     args = ap.parse_args(argv)
     try:
-        return {"check": check, "list": list_gates, "explain": explain}[args.cmd](args)
+        return {"check": check, "list": list_gates, "explain": explain, "bisect": bisect_cmd}[args.cmd](args)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
