@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -134,8 +135,10 @@ class Bisector:
         return v
 
     def build_and_judge(self, tree: Path) -> Verdict:
-        dvc_cache = Path(git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir")).parent
-        run_logged(["dvc", "config", "--local", "cache.dir", str(dvc_cache / ".dvc" / "cache")], tree)
+        top = Path(git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir")).parent
+        run_logged(
+            ["dvc", "config", "--local", "cache.dir", str(top / ".dvc" / "cache")], tree
+        )  # shared cache
         built = run_logged(["dvc", "repro", *stages_for(self.gate)], tree)
         if built.returncode != 0:
             return Verdict("untestable", f"dvc repro failed: {tail(built.stderr or built.stdout)}")
@@ -158,7 +161,10 @@ class Bisector:
         return Verdict("pass", "; ".join(f"{g['id']}: {g['message']}" for g in gates))
 
 
-def search(b: Bisector, commits: list[str], say) -> tuple[int, list[int]]:
+Say = Callable[[str, Verdict, str], None]
+
+
+def search(b: Bisector, commits: list[str], say: Say) -> tuple[int, list[int]]:
     """Binary search; returns (index of the first bad commit, indices of skipped commits before it)."""
     lo, hi, skipped = -1, len(commits) - 1, set()
     while True:

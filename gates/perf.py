@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
 from gates.outcome import Outcome, failed, inconclusive, passed
-from registry.store import Registry, RegistryError
+from registry.store import Entry, Registry, RegistryError
 
 STAGES = {"single": "train_single", "thread": "train@thread", "proc": "train@proc"}
 MIN_WINDOWS = 3  # fewer steady windows cannot show their own spread
@@ -87,14 +88,13 @@ def run_stages(a: Artifacts) -> tuple[dict[str, dict[str, Any]], list[str]]:
     return runs, notes
 
 
-def baseline_for(a: Artifacts, runs: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any] | None]:
-    """(env_id, the latest baseline's stages) for the first stage's environment, like goldens."""
+def baseline_for(a: Artifacts, runs: dict[str, dict[str, Any]]) -> tuple[str, Entry | None]:
+    """(env_id, the latest baseline) for the first stage's environment, like goldens."""
     env_id = next(iter(runs.values()))["env"]["env_id"]
     try:
-        entry = Registry(a.root / "registry").baseline(env_id)
+        return env_id, Registry(a.root / "registry").baseline(env_id)
     except RegistryError as e:
         raise ArtifactError(str(e)) from None
-    return env_id, None if entry is None else {**entry.data["stages"], "_version": entry.version}
 
 
 def comparable(run: StagePerf, base: dict[str, Any] | None) -> tuple[StagePerf | None, str | None]:
@@ -112,7 +112,10 @@ def comparable(run: StagePerf, base: dict[str, Any] | None) -> tuple[StagePerf |
     return b, None
 
 
-def judge(a: Artifacts, thresholds: dict[str, Any], check: Any, what: str) -> Outcome:
+StageCheck = Callable[[StagePerf, StagePerf, dict[str, Any]], tuple[str, str, str]]
+
+
+def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str) -> Outcome:
     """Shared frame of both gates: stages, baseline, profile; `check` judges one stage."""
     runs, notes = run_stages(a)
     if not runs:
@@ -141,12 +144,12 @@ def judge(a: Artifacts, thresholds: dict[str, Any], check: Any, what: str) -> Ou
     verdicts = []
     for launcher, m in runs.items():
         run = stage_perf(m)
-        b, why_not = comparable(run, base.get(launcher))
+        b, why_not = comparable(run, base.data["stages"].get(launcher))
         if b is None:
             notes.append(f"{why_not}: not judged (bless a new baseline: {BLESS})")
             continue
         verdicts.append((launcher, *check(run, b, profile)))
-    return combine(verdicts, notes, f"baseline {env_id} v{base['_version']}")
+    return combine(verdicts, notes, f"baseline {env_id} v{base.version}")
 
 
 def combine(verdicts: list[tuple[str, str, str, str]], notes: list[str], against: str) -> Outcome:
