@@ -5,6 +5,7 @@
     python -m gates diff A.json B.json                                what changed; exit 1 if a gate got worse
     python -m gates list                                             the catalogue with thresholds
     python -m gates explain ID                                       what a gate checks, why, how to investigate
+    python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
 
 Thresholds come from params.yaml `gates:` (validated by gates/schemas/thresholds.schema.json).
 """
@@ -138,6 +139,25 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def bisect_cmd(args: argparse.Namespace) -> int:
+    from gates import bisect
+
+    root = Path(args.root).resolve()
+    try:
+        return bisect.bisect(
+            root,
+            root,
+            root / args.params,
+            args.good,
+            args.bad,
+            args.gate,
+            Path(args.cache) if args.cache else None,
+        )
+    except bisect.BisectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -160,9 +180,23 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("diff", help="what changed between two gate reports; exit 1 if a gate got worse")
     d.add_argument("a", help="the earlier report (e.g. main's reports/gates.json)")
     d.add_argument("b", help="the later report")
+    bi = sub.add_parser("bisect", help="the first commit between GOOD and BAD at which a gate fails")
+    bi.add_argument("good")
+    bi.add_argument("bad")
+    bi.add_argument(
+        "--gate", default=None, help="gate id or prefix (default: every gate, the whole pipeline)"
+    )
+    bi.add_argument("--cache", default=None, help="verdict cache (default: <git dir>/xtrain-bisect)")
     args = ap.parse_args(argv)
     try:
-        return {"check": check, "list": list_gates, "explain": explain, "diff": diff}[args.cmd](args)
+        commands = {
+            "check": check,
+            "list": list_gates,
+            "explain": explain,
+            "diff": diff,
+            "bisect": bisect_cmd,
+        }
+        return commands[args.cmd](args)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

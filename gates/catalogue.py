@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gates import export, fresh_train, scaling, training
+from gates import export, fresh_train, perf, scaling, training
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome
 
@@ -122,6 +122,29 @@ GATES: list[Gate] = [
         why="a change that keeps numerics but loses throughput at scale is still a regression",
         investigate="bench/scaling.png; rerun one launcher/world with python -m xtrain.scaling; on GPU profile "
         "the step (python -m xtrain.bench) and the all-reduce overlap",
+    ),
+    Gate(
+        id="perf.throughput",
+        checks="median steady tokens/s of each training stage (recomputed from the raw windows) against the "
+        "blessed perf baseline of its environment",
+        threshold=lambda t: perf.threshold_text(
+            t, "slower than max(window spread, {min_band}); inconclusive if spread > {noise_bound}"
+        ),
+        run=lambda a, t: perf.throughput(a, t),
+        why="a change that keeps the numerics but trains slower is a regression users feel first",
+        investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); the step with "
+        "python -m xtrain.bench --profile; git bisect with python -m gates bisect GOOD BAD --gate "
+        "perf.throughput; bless an understood change with python -m registry bless --perf --reason '...'",
+    ),
+    Gate(
+        id="perf.memory",
+        checks="peak memory per rank of each training stage (CUDA max_memory_allocated, CPU max RSS) "
+        "against the blessed perf baseline of its environment",
+        threshold=lambda t: perf.threshold_text(t, "growth <= {memory_growth}"),
+        run=lambda a, t: perf.memory(a, t),
+        why="memory growth turns into out-of-memory at the next larger batch or model",
+        investigate="runs/<launcher>/metrics.json perf.peak_memory; on CUDA torch.cuda.memory_summary or the "
+        "memory snapshot of one step (activations, optimizer state, allocator cache)",
     ),
 ]
 

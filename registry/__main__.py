@@ -4,6 +4,7 @@
     python -m registry verify exports/pinned              # each file's expected and actual md5; exit 1 on mismatch
     python -m registry bless --reason "why"               # bless exports/pinned as the next version
     python -m registry bless --golden --reason "why"      # bless this environment's golden from the fresh run
+    python -m registry bless --perf --reason "why"        # bless this environment's perf baseline from runs/
     python -m registry pin runs/single --model NAME --reason "why"   # pin a new reference checkpoint
     python -m registry validate                           # schema-check every registry file
 
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from registry.baselines import bless_baseline
 from registry.provenance import provenance
 from registry.store import (
     MANIFEST,
@@ -246,6 +248,11 @@ def list_all(reg: Registry) -> int:
             d = e.data
             n = len(d["metrics"]["train_loss"]["values"])
             print(f"  v{e.version}  {d['tier']:<6} {n} steps  {d['provenance']['time_utc']}  {d['reason']}")
+    for env_id in reg.baseline_env_ids():
+        print(f"perf baseline {env_id}")
+        for e in reg.baselines(env_id):
+            stages = ", ".join(e.data["stages"])
+            print(f"  v{e.version}  {stages}  {e.data['provenance']['time_utc']}  {e.data['reason']}")
     return 0
 
 
@@ -274,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--golden", action="store_true", help="bless this environment's golden from a fresh run")
     b.add_argument("--metrics", default="runs/single/metrics.json")
+    b.add_argument("--perf", action="store_true", help="bless this environment's perf baseline from --runs")
+    b.add_argument("--runs", default="runs", help="--perf: folder of the training stages' run folders")
     b.add_argument(
         "--tier", choices=["exact", "approx"], default=None, help="golden tier (default: exact on cpu)"
     )
@@ -299,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if report["passed"] or args.no_fail else 1
         if args.cmd == "bless":
             reason = need_reason(args.reason)
+            if args.perf:
+                return bless_baseline(reg, Path(args.runs), reason, args.params)
             if args.golden:
                 return bless_golden(
                     reg,

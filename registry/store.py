@@ -2,6 +2,7 @@
 
     registry/models/<model>/v<N>.json     a blessed export of the model's pinned checkpoint
     registry/goldens/<env_id>/v<N>.json   golden values of a fresh pipeline run on one environment
+    registry/baselines/<env_id>/v<N>.json perf baseline (raw windows, peak memory) of one environment
     registry/pinned/<model>/              the pinned reference checkpoint (+ pin.json)
 
 Every file is validated against registry/schemas/ when read; a hand-broken file is a one-line
@@ -152,6 +153,17 @@ class Registry:
         entries = self.goldens(env_id)
         return entries[-1] if entries else None
 
+    def baseline_env_ids(self) -> list[str]:
+        d = self.root / "baselines"
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+    def baselines(self, env_id: str) -> list[Entry]:
+        return self._entries(self.root / "baselines" / env_id, "baseline.schema.json")
+
+    def baseline(self, env_id: str) -> Entry | None:
+        entries = self.baselines(env_id)
+        return entries[-1] if entries else None
+
     def pinned_dir(self, model: str) -> Path:
         return self.root / "pinned" / model
 
@@ -168,6 +180,8 @@ class Registry:
                 n += 1
         for env_id in self.env_ids():
             n += len(self.goldens(env_id))
+        for env_id in self.baseline_env_ids():
+            n += len(self.baselines(env_id))
         return n
 
     # -- writing --

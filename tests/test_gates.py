@@ -46,6 +46,8 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
         "closed_loop",
         "finite",
         "scaling",
+        "perf.throughput",
+        "perf.memory",
     ]
     load_json(str(work / "reports/gates.json"), load_schema("gates", "gates_report.schema.json"))
     assert gate(report, "loss_match.thread")["measured"] < 1e-3

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xtrain import faults
+from xtrain import faults, perf_hooks
 from xtrain.checkpoint import (
     load_model_tensors,
     load_optimizer,
@@ -36,6 +36,7 @@ from xtrain.determinism import derive_seed
 from xtrain.fileio import atomic_write_json, atomic_write_text
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
+from xtrain.peak_memory import peak_bytes, peak_record
 from xtrain.progress import Progress
 
 METRICS_FORMAT = "xtrain-metrics/1"
@@ -91,6 +92,8 @@ class RankResult:
     train_time_s: float
     wall_s: float
     start_step: int
+    windows: list[dict[str, Any]]  # raw timing: {first_step, steps, seconds} per logged window
+    peak_memory: dict[str, Any]  # xtrain.peak_memory.peak_record
 
 
 def flat_grads(model: nn.Module, comm: Communicator) -> FlatGrads | None:
@@ -225,6 +228,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
 
     pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
+    windows: list[dict[str, Any]] = []  # the first one (compile, allocator warm-up) is not steady
+    injected = perf_hooks.hold(comm.device)  # test hook: held until the peak is read
     train_time, window_time, steady_time, steady_tokens = 0.0, 0.0, 0.0, 0
     first_window = True
     _sync(comm.device)
@@ -241,6 +246,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         now = time.perf_counter()
         window_time, tick = now - tick, now
         train_time += window_time
+        windows.append({"first_step": pending[0][0], "steps": len(pending), "seconds": window_time})
         if not first_window:
             steady_time += window_time
             steady_tokens += len(pending) * tokens_per_step
@@ -277,6 +283,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         )
         seeds = [derive_seed(spec.run.seed, "dropout", step, m, comm.rank) for m in range(t.grad_accum)]
         loss, gnorm = train_step(module, model, opt, micro, comm, grads, t, seeds)
+        perf_hooks.step_delay()
         if poison:
             loss = loss * float("nan")
         pending.append((step, loss, gnorm, lr))
@@ -300,6 +307,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
 
     per_rank_max, param_sums = cross_rank_agreement(model, comm)
     digest = param_digest(model)
+    peaks = comm.gather_floats(float(peak_bytes(comm.device)[0]))
+    del injected
     tokens = (t.steps - start) * tokens_per_step
     return RankResult(
         rank=comm.rank,
@@ -315,6 +324,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         train_time_s=train_time,
         wall_s=time.perf_counter() - wall0,
         start_step=start,
+        windows=windows,
+        peak_memory=peak_record(comm.device, peaks, shared_process=spec.launcher == "thread"),
     )
 
 
@@ -363,6 +374,7 @@ def metrics_dict(spec: RunSpec, result: RankResult, model: nn.Module) -> dict[st
         "train_time_s": result.train_time_s,
         "wall_s": result.wall_s,
         "resumed_from_step": result.start_step or None,
+        "perf": {"windows": result.windows, "warmup_windows": 1, "peak_memory": result.peak_memory},
         "param_digest": result.param_digest,
         "cross_rank": {
             "max_abs_diff": max(result.cross_rank_max_abs),
