@@ -22,7 +22,11 @@ def export_gguf(a: Artifacts) -> Outcome:
         if missing:
             problems.append(f"exports/{name}: {', '.join(missing)} missing (re-run `dvc repro export`)")
             continue
-        result = check_gguf(a.root / "exports" / name)
+        try:
+            result = check_gguf(a.root / "exports" / name)
+        except (ValueError, KeyError) as e:  # a corrupt file of the export: the export failed
+            problems.append(f"exports/{name}: cannot be read back: {str(e).replace(f'{a.root}/', '')}")
+            continue
         tensors += result["tensors_compared"]
         problems += [f"exports/{name}/{GGUF_FILE}: {p}" for p in result["problems"]]
     if problems:

@@ -157,3 +157,10 @@ def test_export_gguf_passes_and_catches_a_flipped_tensor_byte(work: Path) -> Non
     path.write_bytes(bytes(data))
     g = gate(work, "export_gguf")
     assert g["status"] == "fail" and "exports/pinned/model.gguf: tensor token_embd.weight" in g["message"]
+
+
+def test_export_gguf_fails_on_an_unreadable_config(work: Path) -> None:
+    (work / "exports/fresh/config.json").write_text('{"num_hidden_layers" 2}')
+    g = gate(work, "export_gguf")
+    assert g["status"] == "fail" and "read back: exports/fresh/config.json: line 1 column" in g["message"]
+    assert "not valid JSON" in g["message"]

@@ -17,6 +17,7 @@ import gguf
 import numpy as np
 
 from xtrain.gguf_export import ARCH, PRE_TOKENIZER, gguf_name, vocab
+from xtrain.validate import load_json
 
 GGUF_FILE = "model.gguf"
 
@@ -98,8 +99,8 @@ def expected_metadata(config: dict[str, Any]) -> dict[str, Any]:
 
 def check_gguf(export_dir: Path) -> dict[str, Any]:
     """Compare export_dir/model.gguf with the export's safetensors, config.json and tokenizer.json."""
-    config = json.loads((export_dir / "config.json").read_text())
-    tokenizer = json.loads((export_dir / "tokenizer.json").read_text())
+    config = load_json(str(export_dir / "config.json"))
+    tokenizer = load_json(str(export_dir / "tokenizer.json"))
     reader = gguf.GGUFReader(export_dir / GGUF_FILE)
     st = read_safetensors(export_dir / "model.safetensors")
     problems = compare_tensors(reader, st, config["num_hidden_layers"])
