@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
         pinned = Registry().pinned_dir(params["export"]["pinned_model"])
         schema = load_schema("gates", "manifest.schema.json")
         model = params["export"]["pinned_model"]
-        # The card and GGUF name the model: the pinned one by its registry name, this run's as "-fresh".
-        for name, source, title in (("fresh", Path(args.run), f"{model}-fresh"), ("pinned", pinned, model)):
+        # The card and GGUF name the model: the pinned one by its pin.json (the default), this run's as -fresh.
+        for name, source, title in (("fresh", Path(args.run), f"{model}-fresh"), ("pinned", pinned, None)):
             manifest = export(source, Path(args.out) / name, dtype, name=title)
             validate(manifest, schema, f"{args.out}/{name}/manifest.json")
             print(

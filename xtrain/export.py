@@ -19,6 +19,7 @@ versions; JSON has sorted keys. Exporting the same checkpoint anywhere gives the
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -141,15 +142,22 @@ def export(
     out_dir: str | Path,
     dtype: str = "fp32",
     tokenizer: str | Path | None = None,
-    name: str = "xtrain",
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """Write the HF folder atomically and return its manifest. `name` titles the card and the GGUF."""
+    """Write the HF folder atomically and return its manifest.
+
+    `name` titles the card and the GGUF; by default a pinned checkpoint's registry name (pin.json),
+    else "xtrain", so any re-export of a pinned checkpoint reproduces its blessed bytes.
+    """
     from tokenizers import Tokenizer
 
     if dtype not in DTYPES:
         raise ExportError(f"dtype {dtype!r}: expected one of {sorted(DTYPES)}")
     ckpt = resolve_checkpoint(ckpt)
     state = read_state(ckpt)
+    if name is None:
+        pin = ckpt / "pin.json"
+        name = json.loads(pin.read_text())["model"] if pin.exists() else "xtrain"
     cfg = ModelConfig(**state["config"]["model"])
     tok_path = Path(tokenizer) if tokenizer else ckpt / "tokenizer.json"
     if not tok_path.exists():
@@ -223,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     ap.add_argument("--tokenizer", default=None, help="default: the checkpoint's tokenizer.json")
-    ap.add_argument("--name", default="xtrain", help="the model's name in its card and GGUF")
+    ap.add_argument(
+        "--name", default=None, help="the model's name in its card and GGUF (default: pin.json's)"
+    )
     args = ap.parse_args(argv)
     try:
         manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer, args.name)
