@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gates import export, fresh_train, perf, scaling, training
+from gates import closed_loop, export, export_gguf, fresh_train, perf, scaling, training
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome
 
@@ -95,13 +95,24 @@ GATES: list[Gate] = [
     ),
     Gate(
         id="closed_loop",
-        checks="transformers loads exports/fresh and reproduces our logits and greedy tokens; the negative "
-        "control (one tensor perturbed) must have failed; the export is unchanged since",
-        threshold=lambda t: "logits atol (report), tokens identical",
-        run=lambda a, t: export.closed_loop(a),
-        why="an independent reader proves the export computes what we trained, not just that it loads",
-        investigate="reports/closed_loop.json: check.samples[].first_mismatch, logits diff per prompt, "
-        "missing/unexpected keys; python -m xtrain.verify exports/fresh runs/single reruns it",
+        checks="transformers and ONNX Runtime reproduce our logits and greedy tokens on exports/fresh, "
+        "recomputed from the report's raw numbers; each engine's negative control (one tensor perturbed) "
+        "moved the logits beyond the tolerance; the report covers every export file at its current md5",
+        threshold=lambda t: "params closed_loop.logits_atol_<dtype> (ONNX Runtime: fp32), tokens identical",
+        run=lambda a, t: closed_loop.closed_loop(a),
+        why="independent readers prove the export computes what we trained, not just that it loads",
+        investigate="reports/closed_loop.json: engines.<engine>.check.samples[] (first_mismatch, per-prompt "
+        "diffs), missing/unexpected keys; python -m xtrain.verify exports/fresh runs/single reruns it",
+    ),
+    Gate(
+        id="export_gguf",
+        checks="model.gguf of exports/fresh and exports/pinned, read back with GGUFReader: every tensor "
+        "equals model.safetensors (float32 bit patterns), metadata equals config.json and tokenizer.json",
+        threshold=lambda t: "every tensor bitwise, metadata equal",
+        run=lambda a, t: export_gguf.export_gguf(a),
+        why="llama.cpp users get the GGUF, not the safetensors: it must hold the same model",
+        investigate="the message names the tensor or key; xtrain/gguf_export.py writes them, "
+        "gguf.constants MODEL_ARCH.QWEN3 names them",
     ),
     Gate(
         id="finite",
