@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xtrain.errors import XtrainError
 from xtrain.fileio import canonical_json, md5_file
 from xtrain.validate import ValidationError, load_json, load_schema
 
@@ -27,8 +28,8 @@ VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
 MANIFEST = "manifest.json"
 
 
-class RegistryError(RuntimeError):
-    pass
+class RegistryError(XtrainError, RuntimeError):
+    exit_code = 2
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from conftest import REPO, TinyData, tiny_spec
 from registry.__main__ import main as registry_main
 from registry.store import Registry, RegistryError, write_once
 from xtrain.export import export
+from xtrain.fileio import md5_file
 from xtrain.launch import run_single
 
 
@@ -84,9 +85,13 @@ def test_bless_adds_versions_and_never_rewrites(scratch, capsys) -> None:
     assert bless(reg, export_dir, "--reason", "the same export again, nothing changed") == 0
     assert "nothing to bless" in capsys.readouterr().out
     assert len(reg.versions("tiny")) == 1
-    # A changed export becomes v2, with the diff shown; v1 is untouched.
+    # A changed export (an exporter change: file and manifest agree) becomes v2, with the diff
+    # shown; v1 is untouched.
     cfg = export_dir / "tokenizer_config.json"
     cfg.write_text(cfg.read_text().replace("PreTrainedTokenizerFast", "PreTrainedTokenizerFast "))
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    manifest["files"]["tokenizer_config.json"] = {"md5": md5_file(cfg), "bytes": cfg.stat().st_size}
+    (export_dir / "manifest.json").write_text(json.dumps(manifest))
     assert bless(reg, export_dir, "--reason", "tokenizer config changed on purpose") == 0
     out = capsys.readouterr().out
     assert "diff from tiny v1" in out and "tokenizer_config.json" in out
