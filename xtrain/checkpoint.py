@@ -110,10 +110,10 @@ def save_checkpoint(
     tokenizer: Path | None,
 ) -> None:
     with atomic_directory(path) as tmp:
-        (tmp / "model.safetensors").write_bytes(save(model_tensors(model), metadata={"format": "pt"}))
+        _write(tmp / "model.safetensors", save(model_tensors(model), metadata={"format": "pt"}))
         if opt is not None:
-            (tmp / "optimizer.safetensors").write_bytes(
-                save(optimizer_tensors(model, opt), metadata={"format": "pt"})
+            _write(
+                tmp / "optimizer.safetensors", save(optimizer_tensors(model, opt), metadata={"format": "pt"})
             )
         if tokenizer is not None:
             shutil.copyfile(tokenizer, tmp / "tokenizer.json")
@@ -123,9 +123,20 @@ def save_checkpoint(
         (tmp / "state.json").write_text(canonical_json(full), encoding="utf-8")
 
 
+def _write(path: Path, data: bytes) -> None:
+    """Write a file of a checkpoint directory; a failure names the file (write(2) errors do not)."""
+    try:
+        path.write_bytes(data)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
+
 def read_state(path: Path) -> dict[str, Any]:
     where = str(Path(path) / "state.json")
-    state = load_json(where)
+    try:
+        state = load_json(where)
+    except ValidationError as e:
+        raise ValidationError(e.source, e.key, e.problem, e.rule, NEXT_STEP) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else None
         raise ValidationError(where, "format", f"is {found!r}", f"exactly {FORMAT!r}", NEXT_STEP)

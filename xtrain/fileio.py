@@ -27,12 +27,18 @@ def canonical_json(obj: Any) -> str:
 
 
 @contextlib.contextmanager
-def naming_the_file(path: str | Path) -> Iterator[None]:
-    """An OSError while writing becomes one line naming the file (ENOSPC, EACCES, EFBIG, ...)."""
+def naming_the_file(path: str | Path, scratch: Path | None = None) -> Iterator[None]:
+    """An OSError while writing becomes one line naming the file (ENOSPC, EACCES, EFBIG, ...).
+
+    A file inside `scratch` (the temporary twin of directory `path`) is named by its final path.
+    """
     try:
         yield
     except OSError as e:
-        raise FileWriteError(e.filename or path, e) from e
+        name = Path(e.filename) if e.filename else Path(path)
+        if scratch is not None and name.is_relative_to(scratch):
+            name = Path(path) / name.relative_to(scratch)
+        raise FileWriteError(name, e) from e
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -71,13 +77,14 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     with naming_the_file(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-        try:
+    try:
+        with naming_the_file(path, scratch=tmp):
             yield tmp
             os.chmod(tmp, 0o755)
             replace_directory(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2

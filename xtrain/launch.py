@@ -112,7 +112,7 @@ def check_world(t: TrainConfig, world: int, source: str) -> None:
     if world < 1 or t.global_batch % (t.grad_accum * world):
         raise ValidationError(
             source,
-            "world",
+            "",
             f"{world} ranks cannot split train.global_batch={t.global_batch} "
             f"with train.grad_accum={t.grad_accum}",
             "an integer >= 1 dividing train.global_batch/train.grad_accum",
@@ -129,11 +129,12 @@ def staged(spec: RunSpec, writer: bool) -> Iterator[RunSpec]:
         yield spec
         return
     staging = rundir.prepare(spec.run_dir, spec.resume) if writer else rundir.partial_dir(spec.run_dir)
+    start = rundir.latest_name(staging)
     try:
         yield dataclasses.replace(spec, run_dir=str(staging))
     except BaseException:
         if writer:
-            rundir.discard_if_empty(staging)
+            rundir.discard_unless_progressed(staging, start)
         raise
     if writer:
         rundir.commit(staging, spec.run_dir)
@@ -305,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.launcher == "single":
             run_single(spec)
         else:
-            run_threads(spec, args.world or launchers["thread"]["world"], launchers["timeout_s"])
+            world = launchers["thread"]["world"] if args.world is None else args.world
+            run_threads(spec, world, launchers["timeout_s"])
     except RankFailed as e:
         if debug():
             print(e.tb, file=sys.stderr, end="")

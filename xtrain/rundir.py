@@ -45,6 +45,11 @@ def _carry(entry: Path, dest: Path) -> None:
         _link_or_copy(str(entry), str(dest))
 
 
+def latest_name(run_dir: Path) -> str | None:
+    latest = CheckpointDir(run_dir / "checkpoints", keep=1).latest()
+    return latest.name if latest is not None else None
+
+
 def prepare(run_dir: str | Path, resume: bool) -> Path:
     """Create the staging directory. With resume it starts from the newest checkpoint: an
     interrupted run's (kept in the staging directory) if there is one, else the last complete run's."""
@@ -61,9 +66,11 @@ def prepare(run_dir: str | Path, resume: bool) -> Path:
     return staging
 
 
-def discard_if_empty(staging: Path) -> None:
-    """After a failure: keep the staging directory only if it holds a checkpoint to resume from."""
-    if not has_checkpoint(staging):
+def discard_unless_progressed(staging: Path, start: str | None) -> None:
+    """After a failure: keep the staging directory only if the run committed a new checkpoint there
+    (a resume refused at once leaves nothing behind; a crash at step 9 keeps step 6 for --resume)."""
+    latest = latest_name(staging)
+    if latest is None or latest == start:
         shutil.rmtree(staging, ignore_errors=True)
 
 
