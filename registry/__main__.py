@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from registry.checks import check_checkpoint, check_export, check_name, inside, validate_everything
+from registry.checks import check_checkpoint, check_against_manifest, check_name, inside, validate_everything
 from registry.provenance import provenance
 from registry.store import MANIFEST, Registry, RegistryError, compare_files, export_files, write_once
 from xtrain.checkpoint_dir import resolve_checkpoint
@@ -92,7 +92,7 @@ def print_verify(report: dict[str, Any], export_dir: Path) -> None:
 def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, params: str) -> int:
     check_name(model, "--model", "model")
     manifest = read_manifest(export_dir)
-    files = check_export(export_dir, manifest)  # a hand edit since export is refused, naming the file
+    files = check_against_manifest(export_dir, manifest)  # a hand edit since export is refused, naming the file
     pin = reg.pin(model)
     if manifest["source_checkpoint"]["model_md5"] != pin["model_md5"]:
         raise RegistryError(
@@ -148,7 +148,7 @@ def bless_golden(
     manifest = read_manifest(export_dir)
     env = metrics["env"]
     env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
-    files = check_export(export_dir, manifest)
+    files = check_against_manifest(export_dir, manifest)
     tier = tier or ("exact" if metrics["device"] == "cpu" else "approx")
     golden = {
         "format": "xtrain-golden/1",

@@ -66,7 +66,7 @@ def check_checkpoint(ckpt: Path) -> dict[str, Any]:
     return state
 
 
-def check_export(export_dir: Path, manifest: dict[str, Any]) -> dict[str, str]:
+def check_against_manifest(export_dir: Path, manifest: dict[str, Any]) -> dict[str, str]:
     """The export's files (md5 each), refused unless they are exactly the files its manifest lists."""
     actual = export_files(export_dir)
     listed = manifest["files"]
