@@ -1,18 +1,81 @@
 #!/usr/bin/env bash
-# Install xtrain-gates (editable) and its dev tools into the current Python.
+# Install xtrain-gates (editable, with dev tools) into the project's Python environment.
 #
-# torch: a machine that already has torch keeps it (a GPU box keeps its CUDA build). Elsewhere
-# we install the pinned CPU build, ${XTRAIN_TORCH:-torch==2.13.0}; on a generic CPU box set
-# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu so pip does not pull a CUDA build.
-# An offline GPU runner installs from a wheelhouse instead: see ci/nightly-gpu.sh (WHEELHOUSE=).
+# Which environment (printed):
+#   - the active virtualenv or conda env, if any;
+#   - otherwise a project virtualenv, .venv (made once, then reused), when the interpreter is
+#     externally managed (PEP 668: Debian's and Ubuntu's python3) or XTRAIN_VENV=1 asks for it;
+#   - otherwise the interpreter itself (PYTHON, default python3).
+# The choice is written to .xtrain/python; ci/in-env.sh runs commands inside it.
+#
+# Which torch (printed): an environment that already imports torch keeps it (a GPU box keeps its
+# CUDA build); otherwise ${XTRAIN_TORCH:-torch==2.13.0}: the CUDA build where nvidia-smi sees a GPU,
+# the CPU build elsewhere (the PyTorch CPU index is added only when pip would not pick a CPU
+# build by itself, so no machine downloads several GB of CUDA wheels it cannot use).
 set -euo pipefail
+PLAN=0; [ "${1:-}" = --plan ] && PLAN=1
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python3}"
-export DVC_NO_ANALYTICS=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+export DVC_NO_ANALYTICS=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+BASE="${PYTHON:-python3}"
+TORCH_SPEC="${XTRAIN_TORCH:-torch==2.13.0}"
+CPU_INDEX="https://download.pytorch.org/whl/cpu"
 
-if ! "$PY" -c "import torch" 2>/dev/null; then
-  "$PY" -m pip install -q "${XTRAIN_TORCH:-torch==2.13.0}"
+in_env() {  # 0 when the interpreter runs inside a virtualenv or conda env
+  "$1" -c 'import os, sys; sys.exit(0 if sys.prefix != sys.base_prefix or os.environ.get("CONDA_PREFIX") == sys.prefix else 1)'
+}
+externally_managed() {  # PEP 668 marker next to the standard library
+  "$1" -c 'import os, sys, sysconfig; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'
+}
+
+make_venv() {
+  local dir="${XTRAIN_VENV_DIR:-.venv}"
+  if [ ! -x "$dir/bin/python" ]; then
+    if ! "$BASE" -c 'import venv, ensurepip' 2>/dev/null; then
+      echo "error: $BASE cannot make a virtualenv (no venv/ensurepip): install it, e.g. apt-get install python3-venv" >&2
+      exit 1
+    fi
+    # A base interpreter that already has torch lends it (a GPU image keeps its CUDA build).
+    local lend=()
+    "$BASE" -c "import torch" 2>/dev/null && lend=(--system-site-packages)
+    "$BASE" -m venv "${lend[@]}" "$dir"
+  fi
+  PY="$(cd "$dir/bin" && pwd)/python"
+}
+
+if ! command -v "$BASE" >/dev/null; then
+  echo "error: $BASE not found: install Python >= 3.10 or set PYTHON=/path/to/python3" >&2
+  exit 1
 fi
+if [ "${XTRAIN_VENV:-0}" = 1 ]; then
+  make_venv; why="project virtualenv (XTRAIN_VENV=1)"
+elif in_env "$BASE"; then
+  PY="$("$BASE" -c 'import sys; print(sys.executable)')"; why="the active environment"
+elif externally_managed "$BASE"; then
+  make_venv; why="project virtualenv ($BASE is externally managed, PEP 668)"
+else
+  PY="$("$BASE" -c 'import sys; print(sys.executable)')"; why="$BASE (not externally managed)"
+fi
+mkdir -p .xtrain
+printf '%s\n' "$PY" > .xtrain/python
+echo "setup: python $PY: $why"
+
+torch_cmd=()
+if "$PY" -c "import torch" 2>/dev/null; then
+  echo "setup: torch: keeping $("$PY" -c 'import torch; print(torch.__version__)')"
+elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  echo "setup: torch: a GPU is present: $TORCH_SPEC, CUDA build"
+  torch_cmd=("$PY" -m pip install -q "$TORCH_SPEC")
+else
+  # What would pip pick without help? A +cpu build (a local wheel, a CPU mirror) is taken as is.
+  picked=$("$PY" -m pip install -q --dry-run --no-deps --report - "$TORCH_SPEC" 2>/dev/null |
+    "$PY" -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["metadata"]["version"])' || true)
+  extra=()
+  case "$picked" in *+cpu) ;; *) extra=(--extra-index-url "$CPU_INDEX") ;; esac
+  echo "setup: torch: no GPU: $TORCH_SPEC, CPU build${extra:+ from $CPU_INDEX}"
+  torch_cmd=("$PY" -m pip install -q "${extra[@]}" "$TORCH_SPEC")
+fi
+[ "$PLAN" = 1 ] && exit 0
+[ ${#torch_cmd[@]} -eq 0 ] || "${torch_cmd[@]}"
 EXTRAS="${XTRAIN_EXTRAS-dev}"  # XTRAIN_EXTRAS= installs without the dev tools
 "$PY" -m pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
 "$PY" - <<'PYEOF'

@@ -19,8 +19,10 @@ from typing import Any
 import yaml
 
 from gates import catalogue, report
-from gates.artifacts import ArtifactError, Artifacts, DvcLock, StageNotRun
+from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
+from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
+from xtrain.config import load_params
 from xtrain.validate import ValidationError, load_schema, validate
 
 
@@ -45,14 +47,13 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
         outcome = gate.run(view, thresholds)
     except StageNotRun as e:
         outcome = Outcome("skip", None, gate.threshold(thresholds), str(e))
+    except NonFinite as e:
+        outcome = Outcome("fail", "non-finite", gate.threshold(thresholds), f"{e}: non-finite values fail")
     except (ArtifactError, ValidationError) as e:
         outcome = Outcome("error", None, gate.threshold(thresholds), str(e))
     if outcome.threshold is None:
         outcome.threshold = gate.threshold(thresholds)
     outcome.artifacts = view.read
-    stale = view.stale()
-    if stale:
-        outcome.message += f" [note: {', '.join(stale)} changed since dvc repro wrote it]"
     return outcome
 
 
@@ -60,10 +61,11 @@ def check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     root = Path(args.root)
     thresholds = load_thresholds(root / args.params)  # an absolute --params stays absolute
+    params = load_params(root / args.params)  # what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
     try:
-        artifacts = Artifacts(root, DvcLock.read(root))
-    except ArtifactError as e:
+        artifacts = Artifacts(root, DvcLock.read(root), params)
+    except LockError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     outcomes = {g.id: run_gate(g, artifacts, thresholds) for g in gates}

@@ -20,9 +20,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from registry.checks import check_checkpoint, check_against_manifest, check_name, inside, validate_everything
+from registry.checks import check_against_manifest, check_checkpoint, check_name, inside, validate_everything
 from registry.provenance import provenance
-from registry.store import MANIFEST, Registry, RegistryError, compare_files, export_files, write_once
+from registry.store import (
+    MANIFEST,
+    Registry,
+    RegistryError,
+    check_export,
+    compare_files,
+    export_files,
+    seal,
+    write_once,
+)
 from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.errors import cli
 from xtrain.fileio import atomic_write_json, md5_file
@@ -56,20 +65,20 @@ def need_reason(reason: str | None) -> str:
 def verify(reg: Registry, export_dir: Path, model: str, number: int | None) -> dict[str, Any]:
     check_name(model, "--model", "model")
     manifest = read_manifest(export_dir)
-    entry = reg.version(model, manifest["dtype"], number)
-    checks = compare_files(entry.data["files"], export_files(export_dir))
-    src_ok = manifest["source_checkpoint"]["model_md5"] == entry.data["source_checkpoint_md5"]
+    result = check_export(reg, model, manifest, export_files(export_dir), number)
     return {
         "format": "xtrain-registry-check/1",
         "model": model,
-        "version": entry.version,
+        "version": result.entry.version,
         "dtype": manifest["dtype"],
-        "passed": all(c.ok for c in checks) and src_ok,
-        "files": [{"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in checks],
+        "passed": result.passed,
+        "files": [
+            {"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in result.files
+        ],
         "source_checkpoint": {
-            "expected": entry.data["source_checkpoint_md5"],
-            "actual": manifest["source_checkpoint"]["model_md5"],
-            "ok": src_ok,
+            "expected": result.source.expected,
+            "actual": result.source.actual,
+            "ok": result.source.ok,
         },
     }
 
@@ -92,7 +101,9 @@ def print_verify(report: dict[str, Any], export_dir: Path) -> None:
 def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, params: str) -> int:
     check_name(model, "--model", "model")
     manifest = read_manifest(export_dir)
-    files = check_against_manifest(export_dir, manifest)  # a hand edit since export is refused, naming the file
+    files = check_against_manifest(
+        export_dir, manifest
+    )  # a hand edit since export is refused, naming the file
     pin = reg.pin(model)
     if manifest["source_checkpoint"]["model_md5"] != pin["model_md5"]:
         raise RegistryError(
@@ -124,6 +135,7 @@ def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, para
         "provenance": provenance(params_path=params),
         "reason": reason,
     }
+    entry = seal(entry)
     validate(entry, load_schema("registry", "version.schema.json"), str(path))
     write_once(inside(reg.root, path), entry)
     print(f"blessed {path}")
@@ -186,6 +198,7 @@ def bless_golden(
         )
     path = reg.next_path(reg.root / "goldens" / env_id)
     golden["version"] = int(path.stem[1:])
+    golden = seal(golden)
     validate(golden, load_schema("registry", "golden.schema.json"), str(path))
     write_once(inside(reg.root, path), golden)
     print(f"blessed golden {path} ({tier} tier)")
@@ -218,6 +231,7 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
         "provenance": provenance(),
         "reason": reason,
     }
+    pin = seal(pin)
     try:
         validate(pin, load_schema("registry", "pinned.schema.json"), str(dest / "pin.json"))
         atomic_write_json(tmp / "pin.json", pin)
