@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xtrain.errors import XtrainError
 from xtrain.fileio import canonical_json, md5_file, sha256_text
 from xtrain.validate import ValidationError, load_json, load_schema
 
@@ -32,8 +33,8 @@ MANIFEST = "manifest.json"
 CONTENT_HASH = "content_sha256"
 
 
-class RegistryError(RuntimeError):
-    pass
+class RegistryError(XtrainError, RuntimeError):
+    exit_code = 2
 
 
 @dataclass(frozen=True)

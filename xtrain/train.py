@@ -19,20 +19,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from xtrain import faults, perf_hooks
-from xtrain.checkpoint import (
-    load_model_tensors,
-    load_optimizer,
-    load_optimizer_tensors,
-    load_weights,
-    param_digest,
-    read_state,
-    save_checkpoint,
-)
+from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.checkpoint_dir import CheckpointDir
 from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, micro_batches
 from xtrain.determinism import derive_seed
+from xtrain.errors import XtrainError
 from xtrain.fileio import atomic_write_json, atomic_write_text
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
@@ -42,11 +35,11 @@ from xtrain.progress import Progress
 METRICS_FORMAT = "xtrain-metrics/1"
 
 
-class NonFiniteLoss(RuntimeError):
+class NonFiniteLoss(XtrainError, RuntimeError):
     pass
 
 
-class ResumeMismatch(RuntimeError):
+class ResumeMismatch(XtrainError, RuntimeError):
     pass
 
 
@@ -218,8 +211,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
                 f"{latest}/state.json: config_hash {state['config_hash']} differs from this "
                 f"run's {spec.run.config_hash()}: refusing to resume a different configuration"
             )
-        load_model_tensors(model, {k: v.to(comm.device) for k, v in load_weights(latest).items()})
-        load_optimizer_tensors(model, opt, load_optimizer(latest))
+        restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
         history, start = History.from_dict(state["history"]), int(state["step"])
 
     tokens_per_step = t.global_batch * t.seq_len
@@ -282,6 +274,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
         seeds = [derive_seed(spec.run.seed, "dropout", step, m, comm.rank) for m in range(t.grad_accum)]
+        comm.progress(step)
         loss, gnorm = train_step(module, model, opt, micro, comm, grads, t, seeds)
         perf_hooks.step_delay()
         if poison:
