@@ -14,7 +14,7 @@ from typing import Any
 
 from gates.perf import STAGES, median_spread, stage_perf
 from registry.provenance import provenance
-from registry.store import Registry, RegistryError, write_once
+from registry.store import Registry, RegistryError, seal, write_once
 from xtrain.validate import load_json, load_schema, validate
 
 STAGE_KEYS = ("launcher", "env_id", "world", "device", "config_hash", "tokens_per_step", "perf")
@@ -75,6 +75,7 @@ def bless_baseline(reg: Registry, runs: Path, reason: str, params: str) -> int:
         "provenance": provenance(env, params),
         "reason": reason,
     }
+    entry = seal(entry)  # like every registry file: a hand edit is refused on read
     validate(entry, load_schema("registry", "baseline.schema.json"), str(path))
     write_once(path, entry)
     print(f"blessed perf baseline {path}")
