@@ -175,6 +175,7 @@ def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> 
     """Real DVC: after an edit of xtrain/env.py (imported only through the launchers) and of
     xtrain/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
     root = _scratch_repo(tmp_path)
+    before = dvc_status(root)
     for rel in ("xtrain/env.py", "xtrain/fileio.py"):
         with open(root / rel, "a") as f:
             f.write("\n# edited\n")
@@ -183,6 +184,9 @@ def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> 
         imported = closure(stage_module(cmd))
         for rel in ("xtrain/env.py", "xtrain/fileio.py"):
             if rel in imported:
+                assert rel not in changed_deps(before, stage), (
+                    f"dvc.lock is stale for {stage} ({rel}): run `dvc repro` and commit dvc.lock"
+                )
                 assert changed_deps(after, stage).get(rel) == "modified", (stage, rel, after.get(stage))
             else:
                 assert rel not in changed_deps(after, stage), (stage, rel)  # the control: others stay
