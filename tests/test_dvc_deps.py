@@ -15,14 +15,13 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, scratch_repo
 
 PACKAGES = ("xtrain", "gates", "registry", "pipeline")
 SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]+\.schema\.json$")
@@ -138,22 +137,6 @@ def test_the_closure_finds_what_a_stage_misses() -> None:
     assert not covered("xtrain/env.py", ("xtrain/e",)) and covered("xtrain/env.py", ("xtrain/",))
 
 
-def _scratch_repo(dest: Path) -> Path:
-    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline."""
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for rel in filter(None, (f.decode() for f in files)):
-        if (REPO / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dest / rel)
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    return dest
-
-
 def dvc_status(root: Path) -> dict:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     out = subprocess.run(
@@ -174,7 +157,7 @@ def changed_deps(status: dict, stage: str) -> dict:
 def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> None:
     """Real DVC: after an edit of xtrain/env.py (imported only through the launchers) and of
     xtrain/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
-    root = _scratch_repo(tmp_path)
+    root = scratch_repo(tmp_path)
     before = dvc_status(root)
     for rel in ("xtrain/env.py", "xtrain/fileio.py"):
         with open(root / rel, "a") as f:
