@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "verify":
         export_dir = Path(args.export_dir)
         report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
-        if args.report:
+        if args.report:  # the stage checks what it writes (the gates read it with this schema)
+            validate(report, load_schema("gates", "registry_check.schema.json"), args.report)
             atomic_write_json(args.report, report)
         print_verify(report, export_dir)
         return 0 if report["passed"] or args.no_fail else 1
