@@ -26,7 +26,7 @@ from gates.outcome import Outcome
 from xtrain import faults
 from xtrain.data import TokenData, step_batch
 from xtrain.fingerprint import hash32
-from xtrain.launch import run_single, run_threads, torchrun_cmd
+from xtrain.launch import RankFailed, run_single, run_threads, torchrun_cmd
 from xtrain.model import build_model
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -198,6 +198,20 @@ def test_a_rank_training_with_dropout_off_fails(tiny_data: TinyData, single: dic
         "dropout masks" in failed_checks(outcome)
         and "first step 0: the ranks drew other masks" in outcome.message
     )
+
+
+def test_the_fingerprints_survive_a_crash_and_resume(
+    tiny_data: TinyData, thread2: dict, tmp_path: Path, monkeypatch
+) -> None:
+    spec = tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, model=DROPOUT, train=TRAIN)
+    monkeypatch.setattr(faults, "_FAULT", faults.parse("raise@1:8"))
+    with pytest.raises(RankFailed):
+        run_threads(spec, 2, 30)
+    monkeypatch.setattr(faults, "_FAULT", None)
+    run_threads(dataclasses.replace(spec, resume=True), 2, 30)
+    resumed = metrics(tmp_path)
+    assert resumed["resumed_from_step"] == 6
+    assert resumed["samples"] == thread2["samples"] and resumed["train_loss"] == thread2["train_loss"]
 
 
 # --- the gate's own logic on a real run, edited --------------------------------------------------

@@ -34,6 +34,7 @@ from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, step_batch
 from xtrain.determinism import derive_seed
 from xtrain.fileio import atomic_write_json, atomic_write_text
+from xtrain.fingerprint import StepLedger
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
 from xtrain.progress import Progress
@@ -90,6 +91,12 @@ class History:
             "hash_sum": self.sample_hash,
             "dropout_hash_sum": self.dropout_hash,
         }
+
+    def add_samples(self, rows: list[tuple[int, ...]]) -> None:
+        for count, hash_sum, dropout_hash in rows:
+            self.sample_count.append(count)
+            self.sample_hash.append(hash_sum)
+            self.dropout_hash.append(dropout_hash)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> History:
@@ -302,20 +309,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         flush()
         return time.perf_counter()
 
-    samples_local: list[tuple[int, int, int]] = []  # per step since the last reduction (History)
-
-    def reduce_samples() -> None:
-        """Sum the sample fingerprints over ranks: at checkpoints and the end, never per step."""
-        if not samples_local:
-            return
-        both = torch.tensor(samples_local, dtype=torch.float64, device=comm.device)  # exact: < 2^53
-        comm.all_reduce_sum_([both])
-        for count, hash_sum, dropout_hash in both.tolist():
-            history.sample_count.append(int(count))
-            history.sample_hash.append(int(hash_sum))
-            history.dropout_hash.append(int(dropout_hash))
-        samples_local.clear()
-
+    ledger = StepLedger()  # samples and dropout masks per step, summed over ranks at checkpoints
     for step in range(start, t.steps):
         check_train_mode(model)
         poison = faults.at_step(comm.rank, step)
@@ -341,7 +335,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             batch.rows,
             grad_scale,
         )
-        samples_local.append((batch.count, batch.hash_sum, model.dropout.take_drawn()))
+        ledger.add(batch.count, batch.hash_sum, model.dropout.take_drawn())
         if poison:
             loss = loss * float("nan")
         pending.append((step, loss, gnorm, lr))
@@ -355,14 +349,14 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             tick += time.perf_counter() - paused
         if ckpts is not None and ((t.ckpt_every and done % t.ckpt_every == 0) or done == t.steps):
             paused = pause_clock()
-            reduce_samples()
+            history.add_samples(ledger.reduce(comm))
             if is_writer:
                 state = _checkpoint_state(spec, done, history, model)
                 save_checkpoint(ckpts.path(done), model, opt, state, _tok(spec))
                 ckpts.commit(done)
             tick += time.perf_counter() - paused
     flush()
-    reduce_samples()
+    history.add_samples(ledger.reduce(comm))
     progress.close()
 
     per_rank_max, param_sums = cross_rank_agreement(model, comm)
