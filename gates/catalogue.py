@@ -27,12 +27,9 @@ def _loss_match(launcher: str) -> Gate:
     return Gate(
         id=f"loss_match.{launcher}",
         checks=f"the {launcher}-per-rank DDP run against single-device training of the same config: the "
-        "samples each step consumed (exact), step 0 (summation order), the loss over a prefix, the final "
-        "validation loss",
-        threshold=lambda t: (
-            f"samples exact; max rel < {t['loss_match']['max_rel']:g} over the device tier's "
-            "prefix; step-0 and final-val tolerances per tier"
-        ),
+        "samples and dropout masks of every step (exact), step 0 (summation order), the loss over a prefix, "
+        "the final validation loss",
+        threshold=lambda t: ddp.describe_tiers(t["loss_match"]),
         run=lambda a, t: ddp.loss_match(a, launcher, t["loss_match"]),
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
         "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "

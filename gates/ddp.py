@@ -245,5 +245,19 @@ def equivalence(single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, A
     )
 
 
+def describe_tiers(loss_match: dict[str, Any]) -> str:
+    """The thresholds of every configured tier, for `python -m gates list`."""
+    parts = []
+    for device in ("cpu", "cuda"):
+        t = tier_for(loss_match, device)
+        if t is not None:
+            k = "every step" if t.prefix_steps is None else f"{t.prefix_steps} steps"
+            parts.append(
+                f"{device}: step 0 rel < {t.first_step_rtol:g}, max rel < {loss_match['max_rel']:g} over {k}, "
+                f"final val +- {t.final_val_atol:g}"
+            )
+    return "samples and dropout masks exact; " + "; ".join(parts or ["no tier configured"])
+
+
 def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
     return equivalence(run_metrics(a, "single"), run_metrics(a, run), run, loss_match)
