@@ -53,7 +53,8 @@ step "dvc repro"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "dvc repro"
 
 step "gates"
-python3 -m gates check 2>&1 | tee "$ART/gates.txt"
+python3 -m gates check --html "$ART/gates.html" --junit "$ART/gates-junit.xml" --markdown "$ART/gates.md" \
+  2>&1 | tee "$ART/gates.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "gates"
 
 step "determinism probe: a second fresh single-device run, exported the same way"

@@ -13,6 +13,7 @@
 # the CPU build elsewhere (the PyTorch CPU index is added only when pip would not pick a CPU
 # build by itself, so no machine downloads several GB of CUDA wheels it cannot use).
 set -euo pipefail
+PLAN=0; [ "${1:-}" = --plan ] && PLAN=1
 cd "$(dirname "$0")/.."
 export DVC_NO_ANALYTICS=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 BASE="${PYTHON:-python3}"
@@ -48,21 +49,22 @@ fi
 if [ "${XTRAIN_VENV:-0}" = 1 ]; then
   make_venv; why="project virtualenv (XTRAIN_VENV=1)"
 elif in_env "$BASE"; then
-  PY="$(command -v "$BASE")"; why="the active environment"
+  PY="$("$BASE" -c 'import sys; print(sys.executable)')"; why="the active environment"
 elif externally_managed "$BASE"; then
   make_venv; why="project virtualenv ($BASE is externally managed, PEP 668)"
 else
-  PY="$(command -v "$BASE")"; why="$BASE (not externally managed)"
+  PY="$("$BASE" -c 'import sys; print(sys.executable)')"; why="$BASE (not externally managed)"
 fi
 mkdir -p .xtrain
 printf '%s\n' "$PY" > .xtrain/python
 echo "setup: python $PY: $why"
 
+torch_cmd=()
 if "$PY" -c "import torch" 2>/dev/null; then
   echo "setup: torch: keeping $("$PY" -c 'import torch; print(torch.__version__)')"
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "setup: torch: a GPU is present: $TORCH_SPEC, CUDA build"
-  "$PY" -m pip install -q "$TORCH_SPEC"
+  torch_cmd=("$PY" -m pip install -q "$TORCH_SPEC")
 else
   # What would pip pick without help? A +cpu build (a local wheel, a CPU mirror) is taken as is.
   picked=$("$PY" -m pip install -q --dry-run --no-deps --report - "$TORCH_SPEC" 2>/dev/null |
@@ -70,8 +72,10 @@ else
   extra=()
   case "$picked" in *+cpu) ;; *) extra=(--extra-index-url "$CPU_INDEX") ;; esac
   echo "setup: torch: no GPU: $TORCH_SPEC, CPU build${extra:+ from $CPU_INDEX}"
-  "$PY" -m pip install -q "${extra[@]}" "$TORCH_SPEC"
+  torch_cmd=("$PY" -m pip install -q "${extra[@]}" "$TORCH_SPEC")
 fi
+[ "$PLAN" = 1 ] && exit 0
+[ ${#torch_cmd[@]} -eq 0 ] || "${torch_cmd[@]}"
 EXTRAS="${XTRAIN_EXTRAS-dev}"  # XTRAIN_EXTRAS= installs without the dev tools
 "$PY" -m pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
 "$PY" - <<'PYEOF'

@@ -1,8 +1,11 @@
 """python -m gates: run the hard gates on the pipeline's artifacts.
 
     python -m gates check [--only ID ...] [--json] [--report PATH]   exit 0 pass, 1 a gate failed, 2 bad artifact
+                          [--html PATH] [--junit PATH] [--markdown PATH]   the verdict as a page, JUnit XML, Markdown
+    python -m gates diff A.json B.json                                what changed; exit 1 if a gate got worse
     python -m gates list                                             the catalogue with thresholds
     python -m gates explain ID                                       what a gate checks, why, how to investigate
+    python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
 
 Thresholds come from params.yaml `gates:` (validated by gates/schemas/thresholds.schema.json).
 """
@@ -18,9 +21,12 @@ from typing import Any
 
 import yaml
 
-from gates import catalogue, report
-from gates.artifacts import ArtifactError, Artifacts, DvcLock, StageNotRun
+from gates import catalogue, ci_report, report
+from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
+from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
+from xtrain.config import load_params
+from xtrain.fileio import atomic_write_text
 from xtrain.validate import ValidationError, load_schema, validate
 
 
@@ -45,14 +51,13 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
         outcome = gate.run(view, thresholds)
     except StageNotRun as e:
         outcome = Outcome("skip", None, gate.threshold(thresholds), str(e))
+    except NonFinite as e:
+        outcome = Outcome("fail", "non-finite", gate.threshold(thresholds), f"{e}: non-finite values fail")
     except (ArtifactError, ValidationError) as e:
         outcome = Outcome("error", None, gate.threshold(thresholds), str(e))
     if outcome.threshold is None:
         outcome.threshold = gate.threshold(thresholds)
     outcome.artifacts = view.read
-    stale = view.stale()
-    if stale:
-        outcome.message += f" [note: {', '.join(stale)} changed since dvc repro wrote it]"
     return outcome
 
 
@@ -60,13 +65,18 @@ def check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     root = Path(args.root)
     thresholds = load_thresholds(root / args.params)  # an absolute --params stays absolute
+    params = load_params(root / args.params)  # what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
     try:
-        artifacts = Artifacts(root, DvcLock.read(root))
-    except ArtifactError as e:
+        artifacts = Artifacts(root, DvcLock.read(root), params)
+    except LockError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    outcomes = {g.id: run_gate(g, artifacts, thresholds) for g in gates}
+    outcomes, seconds = {}, {}
+    for g in gates:
+        start = time.perf_counter()
+        outcomes[g.id] = run_gate(g, artifacts, thresholds)
+        seconds[g.id] = time.perf_counter() - start
     env_id = None
     metrics = root / "runs" / "single" / "metrics.json"
     if metrics.exists():
@@ -82,7 +92,31 @@ def check(args: argparse.Namespace) -> int:
     else:
         report.print_table(outcomes, {g.id: g.threshold(thresholds) for g in gates}, report_path)
         print(f"checked {len(gates)} gates in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
+    write_formats(args, rep, root, thresholds, seconds)
     return rep["exit_code"]
+
+
+def write_formats(
+    args: argparse.Namespace, rep: dict[str, Any], root: Path, thresholds: dict[str, Any], seconds: dict
+) -> None:
+    """--junit, --markdown, --html; relative paths are under --root, like --report."""
+    labels = {g.id: g.threshold(thresholds) for g in catalogue.GATES}
+    if args.junit:
+        atomic_write_text(root / args.junit, ci_report.junit_xml(rep, seconds))
+    if args.markdown:
+        atomic_write_text(root / args.markdown, ci_report.markdown(rep, labels))
+    if args.html:
+        t0 = time.perf_counter()
+        from gates import html_report  # matplotlib: imported only when a page is asked for
+
+        atomic_write_text(root / args.html, html_report.render(rep, root, thresholds, labels))
+        print(f"wrote {args.html} in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
+
+
+def diff(args: argparse.Namespace) -> int:
+    from gates import diff as gates_diff
+
+    return gates_diff.run(args.a, args.b)
 
 
 def list_gates(args: argparse.Namespace) -> int:
@@ -105,6 +139,25 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def bisect_cmd(args: argparse.Namespace) -> int:
+    from gates import bisect
+
+    root = Path(args.root).resolve()
+    try:
+        return bisect.bisect(
+            root,
+            root,
+            root / args.params,
+            args.good,
+            args.bad,
+            args.gate,
+            Path(args.cache) if args.cache else None,
+        )
+    except bisect.BisectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,12 +169,34 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--only", nargs="+", metavar="ID", help="gate ids or prefixes (loss_match selects both)")
     c.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     c.add_argument("--report", default="reports/gates.json")
+    c.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page, a picture per gate")
+    c.add_argument("--junit", metavar="PATH", help="also write JUnit XML (one testcase per gate)")
+    c.add_argument(
+        "--markdown", metavar="PATH", help="also write a Markdown table (for $GITHUB_STEP_SUMMARY)"
+    )
     sub.add_parser("list", help="the catalogue with thresholds")
     e = sub.add_parser("explain", help="what a gate checks, why, how to investigate a failure")
     e.add_argument("id")
+    d = sub.add_parser("diff", help="what changed between two gate reports; exit 1 if a gate got worse")
+    d.add_argument("a", help="the earlier report (e.g. main's reports/gates.json)")
+    d.add_argument("b", help="the later report")
+    bi = sub.add_parser("bisect", help="the first commit between GOOD and BAD at which a gate fails")
+    bi.add_argument("good")
+    bi.add_argument("bad")
+    bi.add_argument(
+        "--gate", default=None, help="gate id or prefix (default: every gate, the whole pipeline)"
+    )
+    bi.add_argument("--cache", default=None, help="verdict cache (default: <git dir>/xtrain-bisect)")
     args = ap.parse_args(argv)
     try:
-        return {"check": check, "list": list_gates, "explain": explain}[args.cmd](args)
+        commands = {
+            "check": check,
+            "list": list_gates,
+            "explain": explain,
+            "diff": diff,
+            "bisect": bisect_cmd,
+        }
+        return commands[args.cmd](args)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

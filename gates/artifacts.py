@@ -7,94 +7,109 @@ naming the file, the JSON path and the schema rule. No gate passes on an artifac
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gates.dvclock import DvcLock
+from xtrain.config import Params
 from xtrain.fileio import md5_file
 from xtrain.validate import ValidationError, load_json, load_schema
 
 
 class ArtifactError(Exception):
-    """Missing or invalid artifact from a stage that ran: the gate is `error`, exit code 2."""
+    """Missing, invalid, edited or unrecorded artifact from a stage that ran: `error`, exit code 2."""
 
 
 class StageNotRun(Exception):
     """The artifact's stage has not run (per dvc.lock): the gate is `skip`."""
 
 
-@dataclass(frozen=True)
-class DvcLock:
-    stages: dict[str, Any] | None  # None: no dvc.lock (cannot tell which stages ran)
+class NonFinite(Exception):
+    """A NaN or Inf somewhere in an artifact: the gate fails (never hidden by max() or a comparison)."""
 
-    @classmethod
-    def read(cls, root: Path) -> DvcLock:
-        path = root / "dvc.lock"
-        if not path.exists():
-            return cls(None)
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ArtifactError(f"{path}: not valid YAML: {e}") from None
-        return cls(dict(data.get("stages") or {}))
 
-    def ran(self, stage: str) -> bool | None:
-        return None if self.stages is None else stage in self.stages
-
-    def md5(self, rel: str) -> str | None:
-        for body in (self.stages or {}).values():
-            for out in body.get("outs") or []:
-                if out.get("path") == rel:
-                    return out.get("md5")
-        return None
+def nonfinite(data: Any, where: str = "") -> list[str]:
+    """JSON paths of every non-finite number in `data`."""
+    if isinstance(data, float):
+        return [] if math.isfinite(data) else [f"{where or '(top level)'} = {data}"]
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in nonfinite(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in nonfinite(v, f"{where}[{i}]")]
+    return []
 
 
 @dataclass
 class Artifacts:
-    """One gate's view of the artifact tree; remembers the md5 of everything it read."""
+    """One gate's view of the artifact tree; remembers the md5 of everything it read.
+
+    Everything read is checked against dvc.lock: an artifact edited after its stage wrote it (a
+    file out, or any file inside a folder out) or one whose stage dvc.lock does not list is an error.
+    """
 
     root: Path
     lock: DvcLock
+    params: Params | None = None  # resolved params.yaml: what the runs must have been
     read: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # shared by every gate's view: each file is validated once per check (validation is most of the cost)
+    validated: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
     def for_gate(self) -> Artifacts:
-        return Artifacts(self.root, self.lock)
+        return Artifacts(self.root, self.lock, self.params, validated=self.validated)
 
     def _require(self, rel: str, stage: str) -> Path:
         path = self.root / rel
+        if self.lock.removed(stage):
+            raise ArtifactError(
+                f"{rel}: stage {stage} was removed from dvc.lock (git HEAD's dvc.lock has it): "
+                f"restore dvc.lock (git checkout dvc.lock) or dvc repro {stage}"
+            )
+        ran = self.lock.ran(stage)
         if path.exists():
+            if ran is False:
+                raise ArtifactError(
+                    f"{rel}: exists but dvc.lock does not record stage {stage}: it was not written by "
+                    f"dvc repro (dvc repro {stage})"
+                )
             return path
-        if self.lock.ran(stage) is False:
+        if ran is False:
             raise StageNotRun(f"stage {stage} has not run (dvc repro {stage})")
         raise ArtifactError(f"{rel}: missing, but stage {stage} ran (dvc repro -f {stage} to rebuild it)")
 
-    def record(self, rel: str, path: Path) -> None:
+    def record(self, rel: str, path: Path) -> str:
         md5 = md5_file(path)
-        locked = self.lock.md5(rel)
-        self.read[rel] = {"md5": md5, "matches_dvc_lock": None if locked is None else locked == md5}
+        why = self.lock.changed(rel, md5)
+        self.read[rel] = {"md5": md5, "matches_dvc_lock": None if self.lock.out(rel) is None else why is None}
+        if why:
+            raise ArtifactError(
+                f"{why}: changed since dvc repro wrote it (dvc repro the stage, or restore it)"
+            )
+        return md5
 
     def json(self, rel: str, schema: str, stage: str) -> Any:
+        """The validated content (gates only read it); checked against dvc.lock and for non-finite numbers."""
         path = self._require(rel, stage)
-        try:
-            data = load_json(str(path), load_schema("gates", schema))
-        except ValidationError as e:
-            e_text = str(e).replace(str(path), rel, 1)
-            raise ArtifactError(e_text) from None
-        self.record(rel, path)
+        key = (rel, schema, self.record(rel, path))
+        if key not in self.validated:
+            try:
+                self.validated[key] = load_json(str(path), load_schema("gates", schema))
+            except ValidationError as e:
+                raise ArtifactError(str(e).replace(str(path), rel, 1)) from None
+        data = self.validated[key]
+        bad = nonfinite(data)
+        if bad:
+            raise NonFinite(
+                f"{rel}: {bad[0]}" + (f" ({len(bad)} non-finite numbers)" if len(bad) > 1 else "")
+            )
         return data
 
     def folder(self, rel: str, stage: str, exclude: tuple[str, ...] = ()) -> dict[str, str]:
         """md5 of every file in an artifact folder (each one recorded)."""
         path = self._require(rel, stage)
-        out = {}
-        for f in sorted(path.iterdir()):
-            if f.is_file() and f.name not in exclude:
-                self.record(f"{rel}/{f.name}", f)
-                out[f.name] = self.read[f"{rel}/{f.name}"]["md5"]
-        return out
-
-    def stale(self) -> list[str]:
-        """Artifacts whose content differs from what dvc.lock recorded (edited after the stage ran)."""
-        return sorted(rel for rel, info in self.read.items() if info["matches_dvc_lock"] is False)
+        return {
+            f.name: self.record(f"{rel}/{f.name}", f)
+            for f in sorted(path.iterdir())
+            if f.is_file() and f.name not in exclude
+        }

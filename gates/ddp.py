@@ -26,7 +26,7 @@ from typing import Any
 
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
-from gates.training import run_metrics
+from gates.training import refuse, run_metrics
 
 Metrics = dict[str, Any]
 
@@ -260,4 +260,6 @@ def describe_tiers(loss_match: dict[str, Any]) -> str:
 
 
 def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
-    return equivalence(run_metrics(a, "single"), run_metrics(a, run), run, loss_match)
+    single, ddp = run_metrics(a, "single"), run_metrics(a, run)
+    refused = refuse(a, [("single", single), (run, ddp)], loss_match["max_rel"])  # not what params says
+    return refused or equivalence(single, ddp, run, loss_match)

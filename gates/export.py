@@ -1,13 +1,14 @@
-"""Export gates: pinned re-export vs the registry, fresh training vs its golden, the closed loop."""
+"""Export gates: the pinned re-export vs the registry (one comparison with `registry verify`).
+
+fresh_train and closed_loop have modules of their own."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gates.artifacts import Artifacts
-from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
-from gates.training import run_metrics
-from registry.store import Entry, Registry, RegistryError, compare_files
+from gates.artifacts import ArtifactError, Artifacts
+from gates.outcome import Outcome, failed, passed
+from registry.store import Entry, Registry, RegistryError, check_export, compare_files
 
 MANIFEST = "manifest.json"
 
@@ -24,35 +25,57 @@ def _record(a: Artifacts, entry: Entry) -> None:
     a.record(str(entry.path.relative_to(a.root)), entry.path)
 
 
-def blessed_version(reg: Registry, source_md5: str, dtype: str) -> Entry | None:
-    """The latest blessed version of whichever model was exported from this checkpoint."""
-    found = [
-        e
-        for m in reg.models()
-        for e in reg.versions(m)
-        if e.data["source_checkpoint_md5"] == source_md5 and e.data["dtype"] == dtype
+def export_problems(rel: str, manifest: dict[str, Any], files: dict[str, str]) -> list[str]:
+    """The export folder's files against its own manifest (names and md5s)."""
+    listed = {name: f["md5"] for name, f in manifest["files"].items()}
+    return [
+        f"{rel}/{c.name}: md5 {c.actual or '(absent)'}, its manifest lists {c.expected or '(absent)'}"
+        for c in compare_files(listed, files)
+        if not c.ok
     ]
-    return max(found, key=lambda e: e.version) if found else None
+
+
+def pinned_problems(a: Artifacts, reg: Registry, model: str) -> list[str]:
+    """The pinned checkpoint's files against the md5s its (sealed) pin.json recorded."""
+    pin = reg.pin(model)
+    out = []
+    for name, key in (
+        ("model.safetensors", "model_md5"),
+        ("state.json", "state_md5"),
+        ("tokenizer.json", "tokenizer_md5"),
+    ):
+        path = reg.pinned_dir(model) / name
+        actual = a.record(str(path.relative_to(a.root)), path) if path.exists() else None
+        if actual != pin[key]:
+            out.append(
+                f"registry/pinned/{model}/{name}: md5 {actual or '(absent)'}, pin.json recorded {pin[key]}"
+            )
+    return out
 
 
 def export_md5(a: Artifacts) -> Outcome:
     manifest = _manifest(a, "pinned")
     actual = a.folder("exports/pinned", "export", exclude=(MANIFEST,))
     reg = _registry(a)
-    entry = blessed_version(reg, manifest["source_checkpoint"]["model_md5"], manifest["dtype"])
-    if entry is None:
-        return failed(
-            None,
-            "equal",
-            f"no registry version blessed for checkpoint "
-            f"{manifest['source_checkpoint']['model_md5']} in {manifest['dtype']}: "
-            f"python -m registry bless --reason '...'",
+    model, dtype = a.params["export"]["pinned_model"], a.params["export"]["dtype"]
+    problems = pinned_problems(a, reg, model) + export_problems("exports/pinned", manifest, actual)
+    if manifest["dtype"] != dtype:
+        problems.append(f"exports/pinned is {manifest['dtype']}, params.yaml export.dtype is {dtype}")
+    if problems:
+        raise ArtifactError(
+            "; ".join(problems) + " (re-export with dvc repro export, or restore the registry)"
         )
-    _record(a, entry)
-    checks = compare_files(entry.data["files"], actual)
+    try:
+        result = check_export(reg, model, manifest, actual)
+    except RegistryError as e:
+        return failed(None, "equal", f"{e}")
+    _record(a, result.entry)
+    checks = [*result.files, result.source]
     bad = [c for c in checks if not c.ok]
-    measured = f"{len(checks) - len(bad)}/{len(checks)} files equal"
-    where = f"{entry.data['model']} v{entry.version} ({entry.data['dtype']})"
+    measured = (
+        f"{len(result.files) - len([c for c in result.files if not c.ok])}/{len(result.files)} files equal"
+    )
+    where = f"{model} v{result.entry.version} ({dtype})"
     if not bad:
         return passed(measured, "equal", f"re-export of the pinned checkpoint reproduces {where}")
     diffs = "; ".join(
@@ -64,125 +87,4 @@ def export_md5(a: Artifacts) -> Outcome:
         f"exports/pinned differs from {where}: {diffs}. The exporter's output "
         f"changed. Next: python -m registry verify exports/pinned; if the change is intended, "
         f"python -m registry bless --reason '...'",
-    )
-
-
-def fresh_train(a: Artifacts, loss_rtol: float, max_steps_out: int, unblessed: str) -> Outcome:
-    m = run_metrics(a, "single")
-    _manifest(a, "fresh")
-    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
-    env_id = m["env"]["env_id"]
-    try:
-        golden = _registry(a).golden(env_id)
-    except RegistryError as e:
-        return Outcome("error", None, None, str(e))
-    if golden is None:
-        status = "fail" if unblessed == "fail" else "skip"
-        return Outcome(
-            status,
-            "unblessed",
-            None,
-            f"unblessed: no golden for environment {env_id}. If this run is "
-            f"right, bless it: python -m registry bless --golden --reason '...'",
-        )
-    _record(a, golden)
-    g = golden.data
-    if g["config_hash"] != m["config_hash"]:
-        return failed(
-            None,
-            g["tier"],
-            f"golden {env_id} v{golden.version} was blessed for config {g['config_hash']}, "
-            f"this run is {m['config_hash']}: an intended config change needs a new golden "
-            f"(python -m registry bless --golden --reason '...')",
-        )
-    ref = g["metrics"]["train_loss"]["values"]
-    steps = sorted(int(s) for s in ref)
-    if steps[-1] >= len(m["train_loss"]):
-        return failed(None, g["tier"], f"run has {len(m['train_loss'])} steps, golden has {steps[-1] + 1}")
-    got = [m["train_loss"][s] for s in steps]
-    want = [ref[str(s)] for s in steps]
-    rel = rel_diffs(got, want)
-    md5_bad = [c for c in compare_files(g["export"]["files"], files) if not c.ok]
-    if g["tier"] == "exact":
-        diff = [s for s, x, y in zip(steps, got, want, strict=True) if x != y]
-        val_ref = g["metrics"].get("val_loss", {}).get("values", {})
-        val_diff = [
-            e["step"] for e in m["eval"] if str(e["step"]) in val_ref and e["loss"] != val_ref[str(e["step"])]
-        ]
-        if not diff and not val_diff and not md5_bad:
-            return passed(
-                "bitwise",
-                "exact",
-                f"{len(steps)} losses and {len(files)} export files bit-identical to "
-                f"golden {env_id} v{golden.version}",
-            )
-        parts = []
-        if diff:
-            s = diff[0]
-            parts.append(
-                f"first differing step {s} (golden {ref[str(s)]!r}, run {m['train_loss'][s]!r}), "
-                f"{len(diff)} steps differ, max rel {fmt(max(rel))}"
-            )
-        if val_diff:
-            parts.append(f"val loss differs at steps {val_diff}")
-        if md5_bad:
-            parts.append("export files differ: " + ", ".join(c.name for c in md5_bad))
-        return failed(
-            f"{len(diff)} steps, {len(md5_bad)} files differ",
-            "exact",
-            "; ".join(parts) + ". This environment trained "
-            "bit-identically before: find the change that moved the numbers (git bisect with "
-            "`dvc repro train_single`), or if intended bless a new golden with a reason",
-        )
-    out = [s for s, r in zip(steps, rel, strict=True) if not r <= loss_rtol]
-    threshold = f"rtol {loss_rtol:g}, <= {max_steps_out} steps out"
-    md5_note = "export md5 equal" if not md5_bad else "export md5 differs (expected on this tier)"
-    if len(out) <= max_steps_out:
-        return passed(
-            f"{len(out)} steps out",
-            threshold,
-            f"max rel {fmt(max(rel))} vs golden {env_id} v{golden.version} (approximate tier); {md5_note}",
-        )
-    return failed(
-        f"{len(out)} steps out",
-        threshold,
-        f"{len(out)} steps beyond rtol {loss_rtol:g} (first: step "
-        f"{out[0]}, rel {fmt(rel[steps.index(out[0])])}); max rel {fmt(max(rel))}. Next: compare "
-        f"runs/single/loss.csv with the golden's values",
-    )
-
-
-def closed_loop(a: Artifacts) -> Outcome:
-    r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
-    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
-    c, n = r["check"], r["negative_control"]
-    changed = [name for name, md5 in r["export_files"].items() if files.get(name) != md5]
-    if changed:
-        return failed(
-            c["logits_max_abs_diff"],
-            c["logits_atol"],
-            f"exports/fresh changed since the closed loop "
-            f"verified it ({', '.join(changed)}): re-run `dvc repro closed_loop`, or find what "
-            f"rewrote the export",
-        )
-    if n["passed"]:
-        return failed(
-            c["logits_max_abs_diff"],
-            c["logits_atol"],
-            f"the negative control passed: perturbing "
-            f"{n['perturbed_tensor']} went unnoticed, so the check cannot fail",
-        )
-    if not (r["passed"] and c["passed"]):
-        return failed(
-            c["logits_max_abs_diff"],
-            c["logits_atol"],
-            "; ".join(r["failures"]) + ". Next: "
-            "reports/closed_loop.json samples (first_mismatch), and config.json vs the model config",
-        )
-    return passed(
-        c["logits_max_abs_diff"],
-        f"< {c['logits_atol']:g}, tokens equal",
-        f"transformers {r['transformers_version']} reproduces "
-        f"logits (max abs diff {fmt(c['logits_max_abs_diff'])}) and {c['tokens_compared']} greedy tokens; "
-        f"negative control caught (diff {fmt(n['logits_max_abs_diff'])})",
     )

@@ -1,12 +1,20 @@
-"""Training gates: DDP vs single-device loss, launcher parity, cross-rank agreement, finiteness."""
+"""Training gates: DDP vs single-device loss, launcher parity, cross-rank agreement, finiteness.
+
+Every gate first checks each run's shape against the resolved params (gates/expect.py): a run
+whose config, steps, eval cadence or world differs from params is refused, never compared.
+"""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from gates.artifacts import Artifacts, StageNotRun
+from gates import expect
+from gates.artifacts import Artifacts, NonFinite, StageNotRun
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+
+# param_sum is a float64 sum over n parameters: equal replicas may still differ by this much per
+# parameter and unit of the sum's size (one rounding per addition).
+SUM_NOISE = 2.0**-52
 
 RUN_STAGE = {"single": "train_single", "thread": "train@thread", "proc": "train@proc"}
 
@@ -15,22 +23,26 @@ def run_metrics(a: Artifacts, run: str) -> dict[str, Any]:
     return a.json(f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run])
 
 
+def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any) -> Outcome | None:
+    """A fail naming every way the runs disagree with params.yaml, or None when they agree."""
+    assert a.params is not None, "the gates need the resolved params"
+    problems = [p for run, m in runs for p in expect.run_problems(a.params, run, m)]
+    if not problems:
+        return None
+    return failed(
+        None,
+        threshold,
+        "; ".join(problems) + ". Refusing to compare runs that are not what params.yaml "
+        "describes: rerun them (dvc repro) with this params.yaml",
+    )
+
+
 def compare_runs(a: Artifacts, run: str, reference: str, max_rel: float) -> Outcome:
     """Run `run`'s loss trajectory against `reference`'s, step by step (train and eval losses)."""
     ref, got = run_metrics(a, reference), run_metrics(a, run)
-    if ref["config_hash"] != got["config_hash"]:
-        return failed(
-            None,
-            max_rel,
-            f"runs/{run} and runs/{reference} trained different configurations "
-            f"(config_hash {got['config_hash']} vs {ref['config_hash']}): re-run both with one params.yaml",
-        )
-    if len(ref["train_loss"]) != len(got["train_loss"]):
-        return failed(
-            None,
-            max_rel,
-            f"runs/{run} has {len(got['train_loss'])} steps, runs/{reference} {len(ref['train_loss'])}",
-        )
+    refused = refuse(a, [(reference, ref), (run, got)], max_rel)
+    if refused:
+        return refused
     rel = rel_diffs(got["train_loss"], ref["train_loss"])
     ev_ref = {e["step"]: e["loss"] for e in ref["eval"]}
     ev_rel = {
@@ -70,22 +82,38 @@ def compare_runs(a: Artifacts, run: str, reference: str, max_rel: float) -> Outc
 
 
 def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
+    """Recomputed from every rank's entry: the claimed maximum, each rank's difference and parameter sum."""
     m = run_metrics(a, run)
+    refused = refuse(a, [(run, m)], max_abs)
+    if refused:
+        return refused
     per_rank = m["cross_rank"]["per_rank"]
-    ranks = [r["rank"] for r in per_rank]
-    if ranks != list(range(m["world"])):
-        return failed(None, max_abs, f"runs/{run}/metrics.json lists ranks {ranks} for world {m['world']}")
     worst = max(per_rank, key=lambda r: r["max_abs_diff"])
-    if m["cross_rank"]["max_abs_diff"] != worst["max_abs_diff"]:
+    if m["cross_rank"]["max_abs_diff"] != worst["max_abs_diff"] or per_rank[0]["max_abs_diff"] != 0:
         return failed(
             worst["max_abs_diff"],
             max_abs,
             f"runs/{run}/metrics.json is inconsistent: max_abs_diff "
-            f"{m['cross_rank']['max_abs_diff']} but rank {worst['rank']} reports {worst['max_abs_diff']}",
+            f"{m['cross_rank']['max_abs_diff']} but rank {worst['rank']} reports {worst['max_abs_diff']} "
+            f"(and rank 0 {per_rank[0]['max_abs_diff']} against itself)",
         )
+    s0 = per_rank[0]["param_sum"]
+    for r in per_rank[1:]:
+        allowed = m["n_params"] * (r["max_abs_diff"] + SUM_NOISE * max(1.0, abs(s0)))
+        if abs(r["param_sum"] - s0) > allowed:
+            return failed(
+                abs(r["param_sum"] - s0),
+                max_abs,
+                f"runs/{run}/metrics.json is inconsistent: rank {r['rank']}'s parameter sum "
+                f"{r['param_sum']!r} differs from rank 0's {s0!r} by {fmt(abs(r['param_sum'] - s0))}, "
+                f"more than its max_abs_diff {r['max_abs_diff']} over {m['n_params']:,} parameters allows",
+            )
     if m["world"] == 1:
         return Outcome(
-            "skip", 0.0, max_abs, f"runs/{run} ran with world 1: there is no other rank to compare"
+            "skip",
+            0.0,
+            max_abs,
+            f"runs/{run} ran with world 1 (as params.yaml says): no other rank to compare",
         )
     if worst["max_abs_diff"] < max_abs:
         return passed(
@@ -106,29 +134,26 @@ def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
 
 
 def finite(a: Artifacts) -> Outcome:
+    """No NaN/Inf anywhere in any run's metrics (Artifacts.json scans every number), shapes as params say."""
     checked, problems = [], []
     for run in RUN_STAGE:
         try:
             m = run_metrics(a, run)
         except StageNotRun:
             continue
+        except NonFinite as e:
+            checked.append(run)
+            problems.append(str(e))
+            continue
         checked.append(run)
-        series = {
-            "train_loss": m["train_loss"],
-            "grad_norm": m["grad_norm"],
-            "eval": [e["loss"] for e in m["eval"]],
-        }
-        for name, values in series.items():
-            bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
-            if bad:
-                problems.append(f"runs/{run} {name}[{bad[0]}] = {values[bad[0]]} ({len(bad)} non-finite)")
+        problems += expect.run_problems(a.params, run, m) if a.params is not None else []
     if not checked:
         return Outcome("skip", None, None, "no training stage has run")
     if problems:
         return failed(
             len(problems),
             0,
-            "; ".join(problems) + ". Next: the first non-finite step; lower the "
-            "learning rate or check the data and precision",
+            "; ".join(problems) + ". Next: the first non-finite step (lower the learning rate, "
+            "check the data and precision), or rerun a run that does not match params.yaml",
         )
-    return passed(0, 0, f"every loss and grad norm is finite in runs {', '.join(checked)}")
+    return passed(0, 0, f"every number is finite in runs {', '.join(checked)}, shaped as params.yaml says")

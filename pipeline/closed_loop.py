@@ -1,4 +1,4 @@
-"""Stage `closed_loop`: transformers loads exports/fresh and must reproduce runs/single's logits and tokens.
+"""Stage `closed_loop`: transformers and ONNX Runtime run exports/fresh and must reproduce runs/single's logits and tokens.
 
 Records reports/closed_loop.json and exits 0 either way: the closed_loop gate decides.
 """

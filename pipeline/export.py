@@ -23,8 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         dtype = params["export"]["dtype"]
         pinned = Registry().pinned_dir(params["export"]["pinned_model"])
         schema = load_schema("gates", "manifest.schema.json")
-        for name, source in (("fresh", Path(args.run)), ("pinned", pinned)):
-            manifest = export(source, Path(args.out) / name, dtype)
+        model = params["export"]["pinned_model"]
+        # The card and GGUF name the model: the pinned one by its pin.json (the default), this run's as -fresh.
+        for name, source, title in (("fresh", Path(args.run), f"{model}-fresh"), ("pinned", pinned, None)):
+            manifest = export(source, Path(args.out) / name, dtype, name=title)
             validate(manifest, schema, f"{args.out}/{name}/manifest.json")
             print(
                 f"export {name} ({dtype}): model.safetensors {manifest['files']['model.safetensors']['md5']}"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 
 from xtrain.config import Params, load_params
-from xtrain.validate import ValidationError
+from xtrain.errors import KNOWN, report
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -29,13 +28,9 @@ def params_of(args: argparse.Namespace) -> Params:
 
 
 def run(body: Callable[[], None], errors: tuple[type[BaseException], ...] = ()) -> int:
-    """Run a stage body; known errors become one line on stderr and a non-zero exit."""
+    """Run a stage body; known errors become one line on stderr and a non-zero exit (xtrain.errors)."""
     try:
         body()
-    except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except errors as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (*KNOWN, *errors) as e:
+        return report(e)
     return 0

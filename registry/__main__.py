@@ -4,6 +4,7 @@
     python -m registry verify exports/pinned              # each file's expected and actual md5; exit 1 on mismatch
     python -m registry bless --reason "why"               # bless exports/pinned as the next version
     python -m registry bless --golden --reason "why"      # bless this environment's golden from the fresh run
+    python -m registry bless --perf --reason "why"        # bless this environment's perf baseline from runs/
     python -m registry pin runs/single --model NAME --reason "why"   # pin a new reference checkpoint
     python -m registry validate                           # schema-check every registry file
 
@@ -20,11 +21,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from registry.baselines import bless_baseline
+from registry.checks import check_against_manifest, check_checkpoint, check_name, inside, validate_everything
 from registry.provenance import provenance
-from registry.store import MANIFEST, Registry, RegistryError, compare_files, export_files, write_once
-from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
+from registry.store import (
+    MANIFEST,
+    Registry,
+    RegistryError,
+    check_export,
+    compare_files,
+    export_files,
+    seal,
+    write_once,
+)
+from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.errors import cli
 from xtrain.fileio import atomic_write_json, md5_file
-from xtrain.validate import ValidationError, load_json, load_schema, validate
+from xtrain.validate import load_json, load_schema, validate
 
 MIN_REASON = 10
 
@@ -32,7 +45,7 @@ MIN_REASON = 10
 def default_model(params: str) -> str:
     from xtrain.config import load_params
 
-    return load_params(params)["export"]["pinned_model"]
+    return check_name(load_params(params)["export"]["pinned_model"], params, "export.pinned_model")
 
 
 def read_manifest(export_dir: Path) -> dict[str, Any]:
@@ -52,21 +65,22 @@ def need_reason(reason: str | None) -> str:
 
 
 def verify(reg: Registry, export_dir: Path, model: str, number: int | None) -> dict[str, Any]:
+    check_name(model, "--model", "model")
     manifest = read_manifest(export_dir)
-    entry = reg.version(model, manifest["dtype"], number)
-    checks = compare_files(entry.data["files"], export_files(export_dir))
-    src_ok = manifest["source_checkpoint"]["model_md5"] == entry.data["source_checkpoint_md5"]
+    result = check_export(reg, model, manifest, export_files(export_dir), number)
     return {
         "format": "xtrain-registry-check/1",
         "model": model,
-        "version": entry.version,
+        "version": result.entry.version,
         "dtype": manifest["dtype"],
-        "passed": all(c.ok for c in checks) and src_ok,
-        "files": [{"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in checks],
+        "passed": result.passed,
+        "files": [
+            {"name": c.name, "expected": c.expected, "actual": c.actual, "ok": c.ok} for c in result.files
+        ],
         "source_checkpoint": {
-            "expected": entry.data["source_checkpoint_md5"],
-            "actual": manifest["source_checkpoint"]["model_md5"],
-            "ok": src_ok,
+            "expected": result.source.expected,
+            "actual": result.source.actual,
+            "ok": result.source.ok,
         },
     }
 
@@ -87,14 +101,17 @@ def print_verify(report: dict[str, Any], export_dir: Path) -> None:
 
 
 def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, params: str) -> int:
+    check_name(model, "--model", "model")
     manifest = read_manifest(export_dir)
+    files = check_against_manifest(
+        export_dir, manifest
+    )  # a hand edit since export is refused, naming the file
     pin = reg.pin(model)
     if manifest["source_checkpoint"]["model_md5"] != pin["model_md5"]:
         raise RegistryError(
             f"{export_dir} was exported from checkpoint md5 {manifest['source_checkpoint']['model_md5']}, "
             f"not from {model}'s pinned checkpoint ({pin['model_md5']})"
         )
-    files = export_files(export_dir)
     folder = reg.root / "models" / model
     previous = [e for e in reg.versions(model) if e.data["dtype"] == manifest["dtype"]]
     if previous:
@@ -120,8 +137,9 @@ def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, para
         "provenance": provenance(params_path=params),
         "reason": reason,
     }
+    entry = seal(entry)
     validate(entry, load_schema("registry", "version.schema.json"), str(path))
-    write_once(path, entry)
+    write_once(inside(reg.root, path), entry)
     print(f"blessed {path}")
     return 0
 
@@ -143,7 +161,8 @@ def bless_golden(
     metrics = load_json(str(metrics_path), load_schema("gates", "metrics.schema.json"))
     manifest = read_manifest(export_dir)
     env = metrics["env"]
-    env_id = env["env_id"]
+    env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
+    files = check_against_manifest(export_dir, manifest)
     tier = tier or ("exact" if metrics["device"] == "cpu" else "approx")
     golden = {
         "format": "xtrain-golden/1",
@@ -155,7 +174,7 @@ def bless_golden(
             "train_loss": series(dict(enumerate(metrics["train_loss"]))),
             "val_loss": series({e["step"]: e["loss"] for e in metrics["eval"]}),
         },
-        "export": {"dtype": manifest["dtype"], "files": export_files(export_dir)},
+        "export": {"dtype": manifest["dtype"], "files": files},
         "provenance": provenance(env, params),
         "reason": reason,
     }
@@ -181,8 +200,9 @@ def bless_golden(
         )
     path = reg.next_path(reg.root / "goldens" / env_id)
     golden["version"] = int(path.stem[1:])
+    golden = seal(golden)
     validate(golden, load_schema("registry", "golden.schema.json"), str(path))
-    write_once(path, golden)
+    write_once(inside(reg.root, path), golden)
     print(f"blessed golden {path} ({tier} tier)")
     return 0
 
@@ -191,8 +211,10 @@ def bless_golden(
 
 
 def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
+    check_name(model, "--model", "model")
     ckpt = resolve_checkpoint(ckpt)
-    dest = reg.pinned_dir(model)
+    check_checkpoint(ckpt)  # valid safetensors, equal to the md5 its state.json recorded
+    dest = inside(reg.root, reg.pinned_dir(model))
     if dest.exists():
         raise RegistryError(
             f"{dest} exists: a pinned checkpoint is never replaced; pin under a new model name"
@@ -211,7 +233,13 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
         "provenance": provenance(),
         "reason": reason,
     }
-    atomic_write_json(tmp / "pin.json", pin)
+    pin = seal(pin)
+    try:
+        validate(pin, load_schema("registry", "pinned.schema.json"), str(dest / "pin.json"))
+        atomic_write_json(tmp / "pin.json", pin)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     tmp.rename(dest)
     print(f"pinned {ckpt} as {dest} (model md5 {pin['model_md5']})")
     return 0
@@ -235,9 +263,15 @@ def list_all(reg: Registry) -> int:
             d = e.data
             n = len(d["metrics"]["train_loss"]["values"])
             print(f"  v{e.version}  {d['tier']:<6} {n} steps  {d['provenance']['time_utc']}  {d['reason']}")
+    for env_id in reg.baseline_env_ids():
+        print(f"perf baseline {env_id}")
+        for e in reg.baselines(env_id):
+            stages = ", ".join(e.data["stages"])
+            print(f"  v{e.version}  {stages}  {e.data['provenance']['time_utc']}  {e.data['reason']}")
     return 0
 
 
+@cli
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -263,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--golden", action="store_true", help="bless this environment's golden from a fresh run")
     b.add_argument("--metrics", default="runs/single/metrics.json")
+    b.add_argument("--perf", action="store_true", help="bless this environment's perf baseline from --runs")
+    b.add_argument("--runs", default="runs", help="--perf: folder of the training stages' run folders")
     b.add_argument(
         "--tier", choices=["exact", "approx"], default=None, help="golden tier (default: exact on cpu)"
     )
@@ -273,42 +309,40 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     reg = Registry(args.root) if args.root else Registry()
-    try:
-        if args.cmd == "list":
-            return list_all(reg)
-        if args.cmd == "validate":
-            print(f"registry: {reg.validate_all()} files valid")
-            return 0
-        if args.cmd == "verify":
-            export_dir = Path(args.export_dir)
-            report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
-            if args.report:
-                atomic_write_json(args.report, report)
-            print_verify(report, export_dir)
-            return 0 if report["passed"] or args.no_fail else 1
-        if args.cmd == "bless":
-            reason = need_reason(args.reason)
-            if args.golden:
-                return bless_golden(
-                    reg,
-                    Path(args.metrics),
-                    Path(args.export or "exports/fresh"),
-                    args.tier,
-                    reason,
-                    args.params,
-                )
-            return bless_version(
+    if args.cmd == "list":
+        return list_all(reg)
+    if args.cmd == "validate":
+        print(f"registry: {validate_everything(reg)} files valid")
+        return 0
+    if args.cmd == "verify":
+        export_dir = Path(args.export_dir)
+        report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
+        if args.report:
+            atomic_write_json(args.report, report)
+        print_verify(report, export_dir)
+        return 0 if report["passed"] or args.no_fail else 1
+    if args.cmd == "bless":
+        reason = need_reason(args.reason)
+        if args.perf:
+            return bless_baseline(reg, Path(args.runs), reason, args.params)
+        if args.golden:
+            return bless_golden(
                 reg,
-                Path(args.export or "exports/pinned"),
-                args.model or default_model(args.params),
+                Path(args.metrics),
+                Path(args.export or "exports/fresh"),
+                args.tier,
                 reason,
                 args.params,
             )
-        if args.cmd == "pin":
-            return pin_checkpoint(reg, Path(args.checkpoint), args.model, need_reason(args.reason))
-    except (RegistryError, ValidationError, CheckpointNotFound) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return bless_version(
+            reg,
+            Path(args.export or "exports/pinned"),
+            args.model or default_model(args.params),
+            reason,
+            args.params,
+        )
+    if args.cmd == "pin":
+        return pin_checkpoint(reg, Path(args.checkpoint), args.model, need_reason(args.reason))
     return 2
 
 

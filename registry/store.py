@@ -2,11 +2,15 @@
 
     registry/models/<model>/v<N>.json     a blessed export of the model's pinned checkpoint
     registry/goldens/<env_id>/v<N>.json   golden values of a fresh pipeline run on one environment
+    registry/baselines/<env_id>/v<N>.json perf baseline (raw windows, peak memory) of one environment
     registry/pinned/<model>/              the pinned reference checkpoint (+ pin.json)
 
 Every file is validated against registry/schemas/ when read; a hand-broken file is a one-line
-schema error naming the file and key. Entries are write-once: a new blessing is a new version,
-created with an exclusive link so an existing file can never be replaced.
+schema error naming the file and key. Every file also carries `content_sha256`, the sha256 of its
+canonical JSON without that field, written when it is blessed and checked on every read: a hand
+edit (a golden moved to match a run, cut short or switched to another tier) is an error. Entries
+are write-once: a new blessing is a new version, created with an exclusive link so an existing
+file can never be replaced.
 """
 
 from __future__ import annotations
@@ -19,16 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xtrain.fileio import canonical_json, md5_file
+from xtrain.errors import XtrainError
+from xtrain.fileio import canonical_json, md5_file, sha256_text
 from xtrain.validate import ValidationError, load_json, load_schema
 
 ROOT = Path(__file__).resolve().parent
 VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
 MANIFEST = "manifest.json"
+CONTENT_HASH = "content_sha256"
 
 
-class RegistryError(RuntimeError):
-    pass
+class RegistryError(XtrainError, RuntimeError):
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,29 @@ class Entry:
     @property
     def version(self) -> int:
         return int(self.data["version"])
+
+
+def content_hash(obj: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of `obj` without its own hash field."""
+    return sha256_text(canonical_json({k: v for k, v in obj.items() if k != CONTENT_HASH}))
+
+
+def seal(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with its content hash (what bless and pin write)."""
+    return {**obj, CONTENT_HASH: content_hash(obj)}
+
+
+def load_sealed(path: Path, schema: str) -> dict[str, Any]:
+    """Read a registry file, validate it, and refuse it if its content hash does not match."""
+    data = load_json(str(path), load_schema("registry", schema))
+    if data[CONTENT_HASH] != content_hash(data):
+        raise ValidationError(
+            str(path),
+            CONTENT_HASH,
+            "does not match the file's content: the file was edited by hand",
+            "registry files change only through python -m registry bless / pin",
+        )
+    return data
 
 
 def write_once(path: Path, obj: dict[str, Any]) -> None:
@@ -71,7 +100,7 @@ class Registry:
             m = VERSION_FILE.match(f.name)
             if not m:
                 continue
-            data = load_json(str(f), load_schema("registry", schema))
+            data = load_sealed(f, schema)
             if data["version"] != int(m.group(1)):
                 raise ValidationError(
                     str(f),
@@ -87,7 +116,7 @@ class Registry:
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
     def versions(self, model: str) -> list[Entry]:
-        return self._entries(self.root / "models" / model, "version.schema.json")
+        return self._named(self._entries(self.root / "models" / model, "version.schema.json"), "model", model)
 
     def version(self, model: str, dtype: str, number: int | None = None) -> Entry:
         """The given version, or the latest one blessed for this dtype."""
@@ -107,19 +136,40 @@ class Registry:
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
     def goldens(self, env_id: str) -> list[Entry]:
-        return self._entries(self.root / "goldens" / env_id, "golden.schema.json")
+        return self._named(
+            self._entries(self.root / "goldens" / env_id, "golden.schema.json"), "env_id", env_id
+        )
+
+    @staticmethod
+    def _named(entries: list[Entry], key: str, folder: str) -> list[Entry]:
+        """A sealed file moved into another model's or environment's folder is refused."""
+        for e in entries:
+            if e.data[key] != folder:
+                raise ValidationError(
+                    str(e.path), key, f"{e.data[key]!r} does not match its folder", repr(folder)
+                )
+        return entries
 
     def golden(self, env_id: str) -> Entry | None:
         entries = self.goldens(env_id)
+        return entries[-1] if entries else None
+
+    def baseline_env_ids(self) -> list[str]:
+        d = self.root / "baselines"
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+    def baselines(self, env_id: str) -> list[Entry]:
+        return self._entries(self.root / "baselines" / env_id, "baseline.schema.json")
+
+    def baseline(self, env_id: str) -> Entry | None:
+        entries = self.baselines(env_id)
         return entries[-1] if entries else None
 
     def pinned_dir(self, model: str) -> Path:
         return self.root / "pinned" / model
 
     def pin(self, model: str) -> dict[str, Any]:
-        return load_json(
-            str(self.pinned_dir(model) / "pin.json"), load_schema("registry", "pinned.schema.json")
-        )
+        return load_sealed(self.pinned_dir(model) / "pin.json", "pinned.schema.json")
 
     def validate_all(self) -> int:
         """Read (and so validate) every registry file; returns how many were checked."""
@@ -131,6 +181,8 @@ class Registry:
                 n += 1
         for env_id in self.env_ids():
             n += len(self.goldens(env_id))
+        for env_id in self.baseline_env_ids():
+            n += len(self.baselines(env_id))
         return n
 
     # -- writing --
@@ -159,3 +211,27 @@ class FileCheck:
 
 def compare_files(expected: dict[str, str], actual: dict[str, str]) -> list[FileCheck]:
     return [FileCheck(n, expected.get(n), actual.get(n)) for n in sorted(set(expected) | set(actual))]
+
+
+@dataclass(frozen=True)
+class ExportCheck:
+    """An export folder against a blessed version: the one comparison `verify` and the gate share."""
+
+    entry: Entry
+    files: list[FileCheck]
+    source: FileCheck  # the checkpoint the export came from vs the one the version was blessed for
+
+    @property
+    def passed(self) -> bool:
+        return self.source.ok and all(c.ok for c in self.files)
+
+
+def check_export(
+    reg: Registry, model: str, manifest: dict[str, Any], actual: dict[str, str], number: int | None = None
+) -> ExportCheck:
+    """Select the version by model name and the export's dtype (latest unless `number`), compare md5s."""
+    entry = reg.version(model, manifest["dtype"], number)
+    source = FileCheck(
+        "(source checkpoint)", entry.data["source_checkpoint_md5"], manifest["source_checkpoint"]["model_md5"]
+    )
+    return ExportCheck(entry, compare_files(entry.data["files"], actual), source)

@@ -161,3 +161,11 @@ def tiny_cli(data: TinyData, run_dir: Path, *extra: str) -> list[str]:
         "--run-dir",
         str(run_dir),
     ]
+
+
+@pytest.fixture(scope="session")
+def gate_tree(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real artifact tree the gate tests break (tests/gate_tree.py), built once per session."""
+    from gate_tree import build_tree
+
+    return build_tree(tiny_data, tmp_path_factory.mktemp("tree"))

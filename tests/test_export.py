@@ -1,8 +1,9 @@
-"""Export: byte-determinism, HF layout, and the closed loop through transformers (which must be able to fail)."""
+"""Export: byte-determinism, HF layout, and the closed loop through transformers and ONNX Runtime (which must be able to fail)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,9 +42,11 @@ def test_export_is_byte_identical_across_processes_and_paths(checkpoint: Path, t
         outs.append(out)
     files = sorted(p.name for p in outs[0].iterdir())
     assert files == [
+        "README.md",
         "config.json",
         "generation_config.json",
         "manifest.json",
+        "model.gguf",
         "model.safetensors",
         "tokenizer.json",
         "tokenizer_config.json",
@@ -81,16 +84,20 @@ def test_closed_loop_passes_on_the_export_and_its_control_fails(
     report = closed_loop(
         tmp_path / "e", resolve_checkpoint(checkpoint), tiny_text(3000, seed=5), 2, 12, 16, ATOL
     )
-    c, n = report["check"], report["negative_control"]
-    print(
-        f"{dtype}: logits max abs diff {c['logits_max_abs_diff']:.3g}, control {n['logits_max_abs_diff']:.3g}"
-    )
     assert report["passed"], report["failures"]
-    assert c["tokens_compared"] == 32 and c["prompts_with_token_mismatch"] == 0
-    assert c["logits_max_abs_diff"] < ATOL[dtype]
-    assert not c["missing_keys"] and not c["unexpected_keys"]
-    assert not n["passed"] and n["logits_max_abs_diff"] > ATOL[dtype]
     assert report["dtype"] == dtype
+    for name, e in report["engines"].items():
+        c, n = e["check"], e["negative_control"]
+        print(
+            f"{dtype} {name}: logits diff {c['logits_max_abs_diff']:.3g}, control {n['logits_max_abs_diff']:.3g}"
+        )
+        atol = ATOL["fp32" if name == "onnxruntime" else dtype]  # ONNX Runtime computes in fp32
+        assert c["tokens_compared"] == 32 and c["prompts_with_token_mismatch"] == 0
+        assert all(s["ours"] == s["engine"] and len(s["ours"]) == 16 for s in c["samples"])
+        assert c["logits_max_abs_diff"] < atol
+        assert not n["passed"] and n["logits_max_abs_diff"] > atol
+    t = report["engines"]["transformers"]["check"]
+    assert not t["missing_keys"] and not t["unexpected_keys"]
 
 
 def test_closed_loop_fails_on_a_wrong_config(checkpoint: Path, tmp_path: Path) -> None:
@@ -106,7 +113,8 @@ def test_closed_loop_fails_on_a_wrong_config(checkpoint: Path, tmp_path: Path) -
         tmp_path / "e", resolve_checkpoint(checkpoint), tiny_text(3000, seed=5), 2, 12, 8, ATOL
     )
     assert not report["passed"]
-    assert any("logits max abs diff" in f for f in report["failures"])
+    for name in ("transformers", "onnxruntime"):  # both read the same wrong config.json
+        assert any(f.startswith(f"{name}: logits max abs diff") for f in report["failures"]), name
 
 
 def test_a_control_that_cannot_fail_fails_the_closed_loop(
@@ -121,6 +129,7 @@ def test_a_control_that_cannot_fail_fails_the_closed_loop(
         return dest
 
     monkeypatch.setattr(verify, "perturbed_copy", harmless_copy)
+    monkeypatch.setattr(verify, "perturbed", lambda model_bytes, tensor: model_bytes)
     from xtrain.checkpoint_dir import resolve_checkpoint
 
     export(checkpoint, tmp_path / "e", "fp32")
@@ -128,7 +137,8 @@ def test_a_control_that_cannot_fail_fails_the_closed_loop(
         tmp_path / "e", resolve_checkpoint(checkpoint), tiny_text(3000, seed=5), 1, 12, 4, ATOL
     )
     assert not report["passed"]
-    assert any("negative control passed" in f for f in report["failures"])
+    for name in ("transformers", "onnxruntime"):
+        assert f"{name}: negative control passed" in " ".join(report["failures"]), name
 
 
 def test_perturbed_copy_changes_exactly_one_tensor(checkpoint: Path, tmp_path: Path) -> None:
@@ -166,3 +176,86 @@ def test_export_cli_reports_a_missing_checkpoint(tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert proc.returncode == 1 and "no checkpoint here" in proc.stderr
+
+
+def test_model_card_loads_and_is_byte_stable(checkpoint: Path, tmp_path: Path, monkeypatch) -> None:
+    from huggingface_hub import ModelCard
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    manifest = export(checkpoint, tmp_path / "a", "fp32", name="tiny-model")
+    export(checkpoint, tmp_path / "elsewhere" / "b", "fp32", name="tiny-model")
+    text = (tmp_path / "a" / "README.md").read_text()
+    assert text == (tmp_path / "elsewhere" / "b" / "README.md").read_text()
+    assert re.search(r"\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d", text) is None  # no dates or times
+    card = ModelCard.load(tmp_path / "a" / "README.md")
+    data = card.data.to_dict()
+    assert data["library_name"] == "transformers" and data["pipeline_tag"] == "text-generation"
+    assert data["license"] == "apache-2.0" and data["model_name"] == "tiny-model"
+    assert data["xtrain_config_hash"] == manifest["source_checkpoint"]["config_hash"]
+    assert "| steps | 30 |" in card.text
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_gguf_reads_back_equal_to_the_safetensors(checkpoint: Path, tmp_path: Path, dtype: str) -> None:
+    import gguf
+
+    from xtrain.gguf_check import check_gguf
+
+    manifest = export(checkpoint, tmp_path / "e", dtype)
+    result = check_gguf(tmp_path / "e")
+    assert result["problems"] == []
+    assert result["tensors"] == result["tensors_compared"] == manifest["n_tensors"]
+    reader = gguf.GGUFReader(tmp_path / "e" / "model.gguf")
+    matrix_types = {t.tensor_type.name for t in reader.tensors if len(t.shape) > 1}
+    assert matrix_types == {"F32" if dtype == "fp32" else "BF16"}
+    assert reader.fields["tokenizer.ggml.pre"].contents() == "gpt-2"
+
+
+def test_gguf_check_catches_a_flipped_tensor_byte(checkpoint: Path, tmp_path: Path) -> None:
+    import gguf
+
+    from xtrain.gguf_check import check_gguf
+
+    export(checkpoint, tmp_path / "e", "fp32")
+    path = tmp_path / "e" / "model.gguf"
+    target = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.1.ffn_up.weight")
+    data = bytearray(path.read_bytes())
+    data[target.data_offset + 5] ^= 0x01
+    path.write_bytes(bytes(data))
+    problems = check_gguf(tmp_path / "e")["problems"]
+    assert problems == [
+        "tensor blk.1.ffn_up.weight: 1 of 2048 values differ from model.layers.1.mlp.up_proj.weight"
+    ]
+
+
+def test_gguf_check_catches_metadata_that_disagrees_with_config(checkpoint: Path, tmp_path: Path) -> None:
+    from xtrain.gguf_check import check_gguf
+
+    export(checkpoint, tmp_path / "e", "fp32")
+    cfg_path = tmp_path / "e" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["rope_theta"], cfg["num_key_value_heads"] = 500.0, 4
+    cfg_path.write_text(json.dumps(cfg))
+    problems = check_gguf(tmp_path / "e")["problems"]
+    assert any(p.startswith("metadata qwen3.rope.freq_base: 10000.0") for p in problems), problems
+    assert any(p.startswith("metadata qwen3.attention.head_count_kv: 2") for p in problems), problems
+
+
+def test_llama_cpp_greedy_tokens_match_ours(checkpoint: Path, tmp_path: Path) -> None:
+    """llama.cpp itself, where llama-cpp-python is installed (docs/deploying.md says how to build it)."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (docs/deploying.md)")
+    from xtrain.checkpoint_dir import resolve_checkpoint
+    from xtrain.verify import greedy, load_ours, prompts_from_text
+
+    export(checkpoint, tmp_path / "e", "fp32")
+    ours, tok = load_ours(resolve_checkpoint(checkpoint), "fp32")
+    llm = llama_cpp.Llama(model_path=str(tmp_path / "e" / "model.gguf"), n_ctx=64, n_threads=1, verbose=False)
+    for text in prompts_from_text(tiny_text(3000, seed=5), tok, 2, 12):
+        ids = tok.encode(text).ids
+        assert llm.tokenize(text.encode(), add_bos=False, special=False) == ids
+        theirs = []
+        for t in llm.generate(ids, top_k=1, top_p=1.0, temp=0.0, repeat_penalty=1.0, reset=True):
+            theirs.append(t)
+            if len(theirs) == 16:
+                break
+        assert theirs == greedy(ours, ids, 16)

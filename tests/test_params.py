@@ -108,3 +108,51 @@ def test_stage_cli_prints_one_line_and_exits_2(tmp_path: Path, raw: dict) -> Non
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{f}: model.n_kv_heads" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "expected"),
+    [
+        ("train", "lr", float("nan"), "train.lr: nan is not a finite number"),
+        ("train", "min_lr", float("-inf"), "train.min_lr: -inf is not a finite number"),
+        ("model", "norm_eps", float("inf"), "model.norm_eps: inf is not a finite number"),
+        ("train", "steps", 160.0, "train.steps: 160.0 is a float, not an integer (write 160)"),
+        ("model", "dim", 128.0, "model.dim: 128.0 is a float, not an integer"),
+        ("launchers", "timeout_s", float("nan"), "launchers.timeout_s: nan is not a finite number"),
+    ],
+)
+def test_non_finite_numbers_and_float_integers_in_the_file_name_the_key(
+    raw: dict, section: str, key: str, value: float, expected: str
+) -> None:
+    raw[section][key] = value
+    assert expected in error_of(raw)
+
+
+def test_a_profile_cannot_smuggle_a_non_finite_number(raw: dict) -> None:
+    raw["profiles"]["cpu"] = {"train": {"lr": float("nan")}}
+    assert "train.lr: nan is not a finite number" in error_of(raw)
+    raw["profiles"]["cpu"] = {"train": {"steps": 1e2}}
+    assert "steps: 100.0 is a float, not an integer" in error_of(raw)
+
+
+def test_integral_ints_and_finite_floats_still_pass(raw: dict) -> None:
+    """The positive control: the strict checks refuse only what they should."""
+    p = resolve(raw, "params.yaml", ("train.steps=100", "train.lr=1e-3", "model.rope_theta=10000"))
+    assert p["train"]["steps"] == 100 and isinstance(p["train"]["steps"], int)
+    assert p["model"]["rope_theta"] == 10000  # an int is a fine number
+
+
+def test_config_set_refuses_nan_and_leaves_the_file_alone(tmp_path: Path) -> None:
+    f = tmp_path / "params.yaml"
+    f.write_text((REPO / "params.yaml").read_text())
+    before = f.read_bytes()
+    proc = subprocess.run(
+        [sys.executable, "-m", "xtrain.config", "--params", str(f), "set", "train.lr=nan"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"error: {f}: train.lr: nan is not a finite number (rule: a finite number)"
+    )
+    assert f.read_bytes() == before

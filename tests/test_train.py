@@ -15,6 +15,7 @@ from xtrain.data import TokenData, micro_batches
 from xtrain.launch import run_single
 from xtrain.model import build_model
 from xtrain.optim import build_optimizer
+from xtrain.rundir import partial_dir
 from xtrain.train import NonFiniteLoss, evaluate, train_step
 
 CPU = torch.device("cpu")
@@ -100,10 +101,13 @@ def test_interrupted_run_resumes_bit_identically(tiny_data: TinyData, tmp_path: 
     with pytest.raises(faults.InjectedFault):
         run_single(part)
     run_dir = tmp_path / "part"
-    # The crash left a complete checkpoint at step 6 and no metrics (nothing half-written).
-    assert not (run_dir / "metrics.json").exists()
-    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000006"
-    assert not [p for p in run_dir.rglob("*") if p.name.startswith(".")]
+    # The crash left the run directory as it was (absent) and a complete checkpoint at step 6 in the
+    # staging directory, which --resume continues from; nothing half-written.
+    assert not run_dir.exists()
+    staging = partial_dir(run_dir)
+    assert not (staging / "metrics.json").exists()
+    assert (staging / "checkpoints" / "latest").read_text().strip() == "step_000006"
+    assert not [p for p in staging.rglob("*") if p.name.startswith(".")]
 
     monkeypatch.setattr(faults, "_FAULT", None)
     import dataclasses
@@ -114,6 +118,7 @@ def test_interrupted_run_resumes_bit_identically(tiny_data: TinyData, tmp_path: 
     assert got["train_loss"] == ref["train_loss"]
     assert got["eval"] == ref["eval"]
     assert got["param_digest"] == ref["param_digest"]
+    assert not staging.exists()
 
 
 def test_resume_refuses_a_changed_configuration(tiny_data: TinyData, tmp_path: Path) -> None:

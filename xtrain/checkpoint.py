@@ -17,13 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from torch import nn
 
 from xtrain.fileio import atomic_directory, canonical_json, md5_file
-from xtrain.validate import load_json
+from xtrain.validate import ValidationError, load_json
 
 FORMAT = "xtrain-checkpoint/1"
+NEXT_STEP = "resume from an intact checkpoint (edit checkpoints/latest) or train without --resume"
+
+
+class CheckpointDamaged(ValidationError):
+    """A checkpoint file does not match what its state.json recorded: refused, naming the file."""
+
+    def __init__(self, path: Path, key: str, problem: str) -> None:
+        super().__init__(str(path), key, problem, "content equal to what state.json recorded", NEXT_STEP)
 
 
 def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -101,27 +110,77 @@ def save_checkpoint(
     tokenizer: Path | None,
 ) -> None:
     with atomic_directory(path) as tmp:
-        (tmp / "model.safetensors").write_bytes(save(model_tensors(model), metadata={"format": "pt"}))
+        _write(tmp / "model.safetensors", save(model_tensors(model), metadata={"format": "pt"}))
         if opt is not None:
-            (tmp / "optimizer.safetensors").write_bytes(
-                save(optimizer_tensors(model, opt), metadata={"format": "pt"})
+            _write(
+                tmp / "optimizer.safetensors", save(optimizer_tensors(model, opt), metadata={"format": "pt"})
             )
         if tokenizer is not None:
             shutil.copyfile(tokenizer, tmp / "tokenizer.json")
         full = {"format": FORMAT, **state, "model_md5": md5_file(tmp / "model.safetensors")}
+        if opt is not None:
+            full["optimizer_md5"] = md5_file(tmp / "optimizer.safetensors")
         (tmp / "state.json").write_text(canonical_json(full), encoding="utf-8")
 
 
+def _write(path: Path, data: bytes) -> None:
+    """Write a file of a checkpoint directory; a failure names the file (write(2) errors do not)."""
+    try:
+        path.write_bytes(data)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
+
 def read_state(path: Path) -> dict[str, Any]:
-    state = load_json(str(Path(path) / "state.json"))
-    if state.get("format") != FORMAT:
-        raise ValueError(f"{path}/state.json: format is {state.get('format')!r}, expected {FORMAT!r}")
+    where = str(Path(path) / "state.json")
+    try:
+        state = load_json(where)
+    except ValidationError as e:
+        raise ValidationError(e.source, e.key, e.problem, e.rule, NEXT_STEP) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else None
+        raise ValidationError(where, "format", f"is {found!r}", f"exactly {FORMAT!r}", NEXT_STEP)
     return state
 
 
-def load_weights(path: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(Path(path) / "model.safetensors"))
+def _verified_file(path: Path, name: str, state: dict[str, Any], key: str) -> dict[str, torch.Tensor]:
+    """Load `name` only if its content md5 equals the one state.json recorded."""
+    f = Path(path) / name
+    if not f.is_file():
+        raise CheckpointDamaged(f, "", "missing")
+    if key in state and (actual := md5_file(f)) != state[key]:
+        raise CheckpointDamaged(f, key, f"content md5 {actual} differs from the recorded {state[key]}")
+    try:
+        return load_file(str(f))
+    except SafetensorError as e:
+        raise CheckpointDamaged(f, "", f"not a valid safetensors file: {e}") from e
 
 
-def load_optimizer(path: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(Path(path) / "optimizer.safetensors"))
+def load_weights(path: Path, state: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    return _verified_file(path, "model.safetensors", state or {}, "model_md5")
+
+
+def load_optimizer(path: Path, state: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    return _verified_file(path, "optimizer.safetensors", state or {}, "optimizer_md5")
+
+
+def restore(path: Path, state: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer) -> None:
+    """Load a checkpoint into model and optimizer, refusing one whose files or weights were damaged."""
+    device = next(model.parameters()).device
+    weights = load_weights(path, state)
+    try:
+        load_model_tensors(model, {k: v.to(device) for k, v in weights.items()})
+    except (ValueError, RuntimeError) as e:
+        raise CheckpointDamaged(Path(path) / "model.safetensors", "", " ".join(str(e).split())[:300]) from e
+    if "param_digest" in state and (digest := param_digest(model)) != state["param_digest"]:
+        raise CheckpointDamaged(
+            Path(path) / "model.safetensors",
+            "param_digest",
+            f"loaded weights digest {digest[:16]}... differs from the recorded {state['param_digest'][:16]}...",
+        )
+    try:
+        load_optimizer_tensors(model, opt, load_optimizer(path, state))
+    except (ValueError, RuntimeError) as e:
+        raise CheckpointDamaged(
+            Path(path) / "optimizer.safetensors", "", " ".join(str(e).split())[:300]
+        ) from e

@@ -9,11 +9,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from xtrain.errors import XtrainError
 from xtrain.fileio import atomic_write_text
 
 
-class CheckpointNotFound(FileNotFoundError):
-    pass
+class CheckpointNotFound(XtrainError, FileNotFoundError):
+    exit_code = 2
 
 
 class CheckpointDir:

@@ -14,9 +14,11 @@ thread fails, the others raise `PeerFailed` at their next collective instead of 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import torch
 from torch import nn
@@ -98,6 +100,13 @@ class Communicator:
 
     def close(self) -> None:
         pass
+
+    def progress(self, step: int) -> None:
+        """Record that this rank reached `step`, so a hang can name the rank that never arrived."""
+
+    def laggards(self) -> str:
+        """After a failure: which ranks never reached the step the others are in ("" if unknown)."""
+        return ""
 
 
 class SingleComm(Communicator):
@@ -222,6 +231,28 @@ class ProcComm(Communicator):
         if not dist.is_initialized():
             kwargs = {"device_id": device} if device.type == "cuda" else {}
             dist.init_process_group(self.backend, timeout=timedelta(seconds=timeout_s), **kwargs)
+        self.store = _progress_store()
+
+    def progress(self, step: int) -> None:
+        if self.store is not None:
+            self.store.set(f"step/{self.rank}", str(step))
+
+    def laggards(self) -> str:
+        if self.store is None:
+            return ""
+        try:
+            keys = [f"step/{r}" for r in range(self.world)]
+            steps = [int(self.store.get(k)) if self.store.check([k]) else -1 for k in keys]
+        except (RuntimeError, ValueError):  # the store went away with the job
+            return ""
+        front = max(steps)
+        behind = [r for r, s in enumerate(steps) if s < front]
+        if not behind:
+            return ""
+        last = ", ".join(
+            f"rank {r} at step {steps[r]}" if steps[r] >= 0 else f"rank {r} never started" for r in behind
+        )
+        return f"ranks {behind} never arrived at step {front} (last seen: {last})"
 
     def all_reduce_sum_(self, tensors: list[torch.Tensor]) -> None:
         for t in tensors:
@@ -258,6 +289,17 @@ class ProcComm(Communicator):
     def close(self) -> None:
         if self.dist.is_initialized():
             self.dist.destroy_process_group()
+
+
+def _progress_store() -> Any:
+    """A client of torchrun's rendezvous store (MASTER_ADDR:MASTER_PORT), or None outside torchrun."""
+    import torch.distributed as dist
+
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port:
+        return None
+    store = dist.TCPStore(addr, int(port), is_master=False, timeout=timedelta(seconds=10))
+    return dist.PrefixStore(f"xtrain-progress/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/", store)
 
 
 @contextlib.contextmanager

@@ -14,13 +14,13 @@ import dataclasses
 import hashlib
 import io
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from xtrain.errors import cli
 from xtrain.fileio import atomic_write_text
 from xtrain.validate import ValidationError, load_schema, validate
 
@@ -245,7 +245,7 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
     for text in overrides:  # overrides first, so `--set profile=gpu` selects the profile
         parts, value = parse_override(text)
         _set_path(raw, parts, value, f"{source} (--set {text})")
-    validate(raw, schema, source)
+    validate(raw, schema, source, strict=True)
     partial = _partial(schema)
     for name, over in raw["profiles"].items():
         for section, body in over.items():
@@ -258,7 +258,7 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
                     "one of data, tokenizer, model, train, launchers, export, closed_loop, scaling",
                 )
             section_schema = {**partial, **partial["$defs"][section]}
-            validate(body, section_schema, f"{source} (profiles.{name}.{section})")
+            validate(body, section_schema, f"{source} (profiles.{name}.{section})", strict=True)
     if raw["profile"] not in raw["profiles"]:
         raise ValidationError(
             source,
@@ -272,7 +272,7 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
         parts, value = parse_override(text)
         if parts[0] not in ("profile", "profiles"):
             _set_path(merged, parts, value, f"{source} (--set {text})")
-    validate(merged, schema, source)
+    validate(merged, schema, source, strict=True)
     check_cross_fields(merged, source)
     return Params(raw=merged, source=source)
 
@@ -318,6 +318,7 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+@cli
 def main(argv: list[str] | None = None) -> int:
     """python -m xtrain.config show [--set K=V ...] | get KEY | set K=V ...: read resolved params, or edit the file."""
     ap = argparse.ArgumentParser(prog="python -m xtrain.config", description=main.__doc__)
@@ -330,22 +331,18 @@ def main(argv: list[str] | None = None) -> int:
     get = sub.add_parser("get", help="print one resolved value, e.g. export.dtype")
     get.add_argument("key")
     args = ap.parse_args(argv)
-    try:
-        if args.cmd == "show":
-            print(yaml.safe_dump(load_params(args.params, args.overrides).raw, sort_keys=False), end="")
-        elif args.cmd == "get":
-            node: Any = load_params(args.params).raw
-            for part in args.key.split("."):
-                if not isinstance(node, dict) or part not in node:
-                    raise ValidationError(args.params, args.key, "unknown key")
-                node = node[part]
-            print(node if not isinstance(node, (dict, list)) else json.dumps(node))
-        else:
-            set_in_file(args.params, args.overrides)
-            print(f"{args.params}: set {', '.join(args.overrides)}")
-    except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if args.cmd == "show":
+        print(yaml.safe_dump(load_params(args.params, args.overrides).raw, sort_keys=False), end="")
+    elif args.cmd == "get":
+        node: Any = load_params(args.params).raw
+        for part in args.key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ValidationError(args.params, args.key, "unknown key")
+            node = node[part]
+        print(node if not isinstance(node, (dict, list)) else json.dumps(node))
+    else:
+        set_in_file(args.params, args.overrides)
+        print(f"{args.params}: set {', '.join(args.overrides)}")
     return 0
 
 

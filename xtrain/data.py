@@ -20,6 +20,7 @@ import torch
 from xtrain import faults
 from xtrain.determinism import derive_seed
 from xtrain.fingerprint import MAX_TERMS, hash32
+from xtrain.validate import ValidationError
 
 
 @dataclass
@@ -37,6 +38,18 @@ class TokenData:
 
         t = load_tokens(path)
         return cls.from_tensors(t["train"], t["val"], device)
+
+    def require_fit(self, seq_len: int, source: str) -> None:
+        """Refuse (naming train.seq_len) a split too short to cut one sequence of seq_len+1 tokens."""
+        for split, tokens in (("train", self.train), ("val", self.val)):
+            if tokens.numel() <= seq_len + 1:
+                raise ValidationError(
+                    source,
+                    "train.seq_len",
+                    f"the {split} split has {tokens.numel()} tokens, fewer than train.seq_len+2={seq_len + 2}",
+                    "each split longer than train.seq_len+1 tokens",
+                    "use a larger corpus or data.val_fraction, or a smaller train.seq_len",
+                )
 
 
 def sample_starts(n_tokens: int, seq_len: int, batch: int, seed: int) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Export a checkpoint as a Hugging Face model folder (Qwen3 layout), byte for byte reproducible.
 
-    python -m xtrain.export CKPT OUTDIR [--dtype fp32|bf16]
+    python -m xtrain.export CKPT OUTDIR [--dtype fp32|bf16] [--name NAME]
 
 CKPT is a checkpoint directory, or a run directory (its `checkpoints/latest` is used). OUTDIR gets:
     config.json               Qwen3ForCausalLM config (both rope forms, so old and new transformers read it)
@@ -8,6 +8,8 @@ CKPT is a checkpoint directory, or a run directory (its `checkpoints/latest` is 
     model.safetensors         HF tensor names; lm_head omitted when tied; one metadata key (stable bytes)
     tokenizer.json            the training tokenizer, byte for byte
     tokenizer_config.json     PreTrainedTokenizerFast, so AutoTokenizer loads it offline
+    README.md                 the model card: Hub front matter, config hash, training figures (xtrain/model_card.py)
+    model.gguf                the same tensors and tokenizer for llama.cpp (xtrain/gguf_export.py)
     manifest.json             md5 and size of every file above, the source checkpoint's md5, exporter version
 
 Nothing that varies between machines or runs is written: no paths, times, hostnames or library
@@ -17,10 +19,12 @@ versions; JSON has sorted keys. Exporting the same checkpoint anywhere gives the
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import save
 
@@ -29,6 +33,8 @@ from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
 from xtrain.config import ModelConfig
 from xtrain.corpus import EOT
 from xtrain.fileio import atomic_directory, canonical_json, md5_file
+from xtrain.gguf_export import write_gguf
+from xtrain.model_card import model_card
 
 EXPORTER = "xtrain-export/1"
 MANIFEST_FORMAT = "xtrain-export-manifest/1"
@@ -120,16 +126,38 @@ def export_tensors(weights: dict[str, torch.Tensor], cfg: ModelConfig, dtype: st
     return {k: tensors[k].to(DTYPES[dtype]).contiguous() for k in sorted(tensors)}
 
 
+def gguf_arrays(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """float32 arrays; bf16 matrices as their raw bits (uint16), bf16 1-D tensors widened to float32."""
+    out = {}
+    for name, t in tensors.items():
+        if t.dtype == torch.bfloat16 and t.dim() > 1:
+            out[name] = t.view(torch.int16).numpy().view(np.uint16)
+        else:
+            out[name] = t.float().numpy()
+    return out
+
+
 def export(
-    ckpt: str | Path, out_dir: str | Path, dtype: str = "fp32", tokenizer: str | Path | None = None
+    ckpt: str | Path,
+    out_dir: str | Path,
+    dtype: str = "fp32",
+    tokenizer: str | Path | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """Write the HF folder atomically and return its manifest."""
+    """Write the HF folder atomically and return its manifest.
+
+    `name` titles the card and the GGUF; by default a pinned checkpoint's registry name (pin.json),
+    else "xtrain", so any re-export of a pinned checkpoint reproduces its blessed bytes.
+    """
     from tokenizers import Tokenizer
 
     if dtype not in DTYPES:
         raise ExportError(f"dtype {dtype!r}: expected one of {sorted(DTYPES)}")
     ckpt = resolve_checkpoint(ckpt)
     state = read_state(ckpt)
+    if name is None:
+        pin = ckpt / "pin.json"
+        name = json.loads(pin.read_text())["model"] if pin.exists() else "xtrain"
     cfg = ModelConfig(**state["config"]["model"])
     tok_path = Path(tokenizer) if tokenizer else ckpt / "tokenizer.json"
     if not tok_path.exists():
@@ -137,13 +165,16 @@ def export(
             f"{tok_path}: tokenizer not found (the checkpoint carries one; or pass --tokenizer)"
         )
     tok_bytes = tok_path.read_bytes()
-    eot_id = Tokenizer.from_str(tok_bytes.decode("utf-8")).token_to_id(EOT)
+    tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+    eot_id = tok.token_to_id(EOT)
     if eot_id is None:
         raise ExportError(f"{tok_path}: has no {EOT} token")
     tensors = export_tensors(load_weights(ckpt), cfg, dtype)
+    config = hf_config(cfg, dtype, eot_id)
 
     files: dict[str, bytes] = {
-        "config.json": canonical_json(hf_config(cfg, dtype, eot_id)).encode(),
+        "README.md": model_card(name, state, dtype, tok.get_vocab_size()).encode(),
+        "config.json": canonical_json(config).encode(),
         "generation_config.json": canonical_json(
             {
                 "bos_token_id": eot_id,
@@ -168,17 +199,15 @@ def export(
         ).encode(),
     }
     with atomic_directory(out_dir) as tmp:
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
+        for fname, data in files.items():
+            (tmp / fname).write_bytes(data)
+        write_gguf(tmp / "model.gguf", gguf_arrays(tensors), config, tok_bytes.decode("utf-8"), name, dtype)
         manifest = {
             "format": MANIFEST_FORMAT,
             "exporter": EXPORTER,
             "dtype": dtype,
             "architecture": "Qwen3ForCausalLM",
-            "files": {
-                name: {"md5": md5_file(tmp / name), "bytes": len(data)}
-                for name, data in sorted(files.items())
-            },
+            "files": {f.name: {"md5": md5_file(f), "bytes": f.stat().st_size} for f in sorted(tmp.iterdir())},
             "source_checkpoint": {
                 "model_md5": md5_file(ckpt / "model.safetensors"),
                 "step": state["step"],
@@ -202,9 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     ap.add_argument("--tokenizer", default=None, help="default: the checkpoint's tokenizer.json")
+    ap.add_argument(
+        "--name", default=None, help="the model's name in its card and GGUF (default: pin.json's)"
+    )
     args = ap.parse_args(argv)
     try:
-        manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer)
+        manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer, args.name)
     except (ExportError, CheckpointNotFound, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -7,6 +7,8 @@ previous file (or none), never a half-written one.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -16,27 +18,45 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from xtrain.errors import FileWriteError
+
 
 def canonical_json(obj: Any) -> str:
     """Stable JSON text: sorted keys, fixed indent, trailing newline (byte-identical across runs)."""
     return json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n"
 
 
+@contextlib.contextmanager
+def naming_the_file(path: str | Path, scratch: Path | None = None) -> Iterator[None]:
+    """An OSError while writing becomes one line naming the file (ENOSPC, EACCES, EFBIG, ...).
+
+    A file inside `scratch` (the temporary twin of directory `path`) is named by its final path.
+    """
+    try:
+        yield
+    except OSError as e:
+        name = Path(e.filename) if e.filename else Path(path)
+        if scratch is not None and name.is_relative_to(scratch):
+            name = Path(path) / name.relative_to(scratch)
+        raise FileWriteError(name, e) from e
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with naming_the_file(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -54,22 +74,52 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     Used for checkpoints and exports: readers see the old directory or the complete new one.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    with naming_the_file(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
-        yield tmp
-        os.chmod(tmp, 0o755)
-        if path.exists():
-            # rename(2) cannot replace a non-empty directory: move the old one aside first.
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
-            os.replace(path, old / "x")
-            os.replace(tmp, path)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, path)
+        with naming_the_file(path, scratch=tmp):
+            yield tmp
+            os.chmod(tmp, 0o755)
+            replace_directory(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def replace_directory(new: Path, dest: Path) -> None:
+    """Make directory `new` appear at `dest` (readers see the old or the new one), then delete the old.
+
+    rename(2) cannot replace a non-empty directory: the two are exchanged atomically where the
+    kernel can, else the old one is moved aside first.
+    """
+    new, dest = Path(new), Path(dest)
+    if not dest.exists():
+        os.replace(new, dest)
+        return
+    trash = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".old"))
+    if _exchange(new, dest):
+        os.replace(new, trash / "x")  # `new` now holds the old directory
+    else:
+        os.replace(dest, trash / "x")
+        os.replace(new, dest)
+    shutil.rmtree(trash)
 
 
 def md5_file(path: str | Path, chunk: int = 1 << 20) -> str:

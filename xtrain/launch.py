@@ -10,43 +10,54 @@ Multi-node (the proc launcher, unchanged code):
 
 A rank that raises, or a collective that times out, makes the launcher exit non-zero with a
 message naming the rank and the error; no thread or process is left waiting.
+
+Nothing is touched before the inputs are validated and loaded; a run trains in a staging
+directory that replaces the run directory only when it succeeds (xtrain.rundir).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import dataclasses
 import os
-import shutil
+import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from xtrain import determinism
+from xtrain import determinism, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.config import Params, load_params
+from xtrain.config import Params, TrainConfig, load_params
 from xtrain.data import TokenData
 from xtrain.env import fingerprint
+from xtrain.errors import XtrainError, debug, one_line, report
 from xtrain.model import build_model
+from xtrain.tokenizer import load_tokenizer
 from xtrain.train import RankResult, RunSpec, metrics_dict, train_rank, write_metrics
 from xtrain.validate import ValidationError
 
 LAUNCHERS = ("single", "thread", "proc")
 
 
-class RankFailed(RuntimeError):
-    def __init__(self, rank: int, error: BaseException, tb: str = "") -> None:
+class RankFailed(XtrainError, RuntimeError):
+    def __init__(self, rank: int, error: BaseException, tb: str = "", note: str = "") -> None:
         self.rank, self.error, self.tb = rank, error, tb
-        super().__init__(f"rank {rank} failed: {type(error).__name__}: {error}")
+        tail = f"; {note}" if note else ""
+        super().__init__(f"rank {rank} failed: {type(error).__name__}: {one_line(error)}{tail}")
 
 
 def torchrun_cmd(nproc: int, module: str, *args: str) -> list[str]:
     """A one-node torchrun invocation of `python -m module args` with `nproc` workers, no restarts."""
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValidationError("torchrun", "--nproc-per-node", f"{nproc!r} is invalid", "an integer >= 1")
     return [
         sys.executable,
         "-m",
@@ -96,20 +107,43 @@ def _prepare_process(spec: RunSpec, device: torch.device, ranks_on_host: int) ->
     return RunSpec(**{**spec.__dict__, "env": env, "determinism": applied})
 
 
-def _fresh_run_dir(spec: RunSpec) -> None:
-    if spec.run_dir is None or spec.resume:
+def check_world(t: TrainConfig, world: int, source: str) -> None:
+    """Refuse a world that cannot split the batch, before anything is touched."""
+    if world < 1 or t.global_batch % (t.grad_accum * world):
+        raise ValidationError(
+            source,
+            "",
+            f"{world} ranks cannot split train.global_batch={t.global_batch} "
+            f"with train.grad_accum={t.grad_accum}",
+            "an integer >= 1 dividing train.global_batch/train.grad_accum",
+        )
+
+
+@contextlib.contextmanager
+def staged(spec: RunSpec, writer: bool) -> Iterator[RunSpec]:
+    """The spec, writing into the staging directory; it replaces the run directory if the body succeeds.
+
+    Only the writer (rank 0) creates, commits or discards it; the other ranks read it to resume.
+    """
+    if spec.run_dir is None:
+        yield spec
         return
-    run_dir = Path(spec.run_dir)
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-    for name in ("metrics.json", "summary.json", "loss.csv", "eval.csv"):
-        (run_dir / name).unlink(missing_ok=True)
+    staging = rundir.prepare(spec.run_dir, spec.resume) if writer else rundir.partial_dir(spec.run_dir)
+    start = rundir.latest_name(staging)
+    try:
+        yield dataclasses.replace(spec, run_dir=str(staging))
+    except BaseException:
+        if writer:
+            rundir.discard_unless_progressed(staging, start)
+        raise
+    if writer:
+        rundir.commit(staging, spec.run_dir)
 
 
 def run_single(spec: RunSpec) -> RankResult:
     device = device_for(spec.run.train.device, 0)
     spec = _prepare_process(spec, device, 1)
-    _fresh_run_dir(spec)
-    with cuda_device(device):
+    with staged(spec, writer=True) as spec, cuda_device(device):
         return rank_main(spec, SingleComm(device))
 
 
@@ -117,9 +151,20 @@ def run_threads(
     spec: RunSpec, world: int, timeout_s: float, target: Callable[[RunSpec, Communicator], Any] = rank_main
 ) -> list[Any]:
     """One OS thread per rank in this process; the first real failure is raised as RankFailed."""
+    check_world(spec.run.train, world, "--world")
     devices = [device_for(spec.run.train.device, r) for r in range(world)]
     spec = _prepare_process(spec, devices[0], world)
-    _fresh_run_dir(spec)
+    with staged(spec, writer=True) as spec:
+        return _thread_ranks(spec, world, timeout_s, devices, target)
+
+
+def _thread_ranks(
+    spec: RunSpec,
+    world: int,
+    timeout_s: float,
+    devices: list[torch.device],
+    target: Callable[[RunSpec, Communicator], Any],
+) -> list[Any]:
     group = ThreadGroup(world, timeout_s)
     results: list[Any] = [None] * world
     failures: list[tuple[float, int, BaseException, str]] = []
@@ -165,33 +210,50 @@ def run_proc_rank(
     world = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    check_world(spec.run.train, world, "torchrun --nproc-per-node (WORLD_SIZE)")
     device = device_for(spec.run.train.device, local_rank)
     spec = _prepare_process(spec, device, local_world)
-    if rank == 0:
-        _fresh_run_dir(spec)
-    with cuda_device(device):
+    with staged(spec, writer=rank == 0) as spec, cuda_device(device):
         comm = ProcComm(rank, world, local_rank, device, timeout_s, grad_sync)
-        comm.barrier()  # rank 0 has cleaned the run directory before anyone writes
-        result = target(spec, comm)
+        comm.barrier()  # rank 0 has prepared the staging directory before anyone reads it
+        try:
+            result = target(spec, comm)
+        except Exception as e:
+            raise RankFailed(rank, e, traceback.format_exc(), comm.laggards()) from e
         # Only a healthy group is torn down: destroying one whose peer hung blocks forever.
         comm.close()
         return result
 
 
+def die_with_parent() -> None:
+    """A torchrun worker (its own session) must not outlive its agent: SIGKILL when the parent dies.
+
+    PR_SET_PDEATHSIG on Linux; elsewhere a thread that watches the parent id.
+    """
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) == 0:  # PR_SET_PDEATHSIG
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
+            return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="xtrain-parent-watch", daemon=True).start()
+
+
 def build_spec(
     params: Params, launcher: str, run_dir: str | None, tokens: str, tokenizer: str | None, resume: bool
 ) -> RunSpec:
-    from tokenizers import Tokenizer
-
-    if not Path(tokens).exists():
-        raise ValidationError(
-            tokens, "", "token file not found", "run the tokenizer stage first (dvc repro tokenizer)"
-        )
-    if tokenizer is None or not Path(tokenizer).exists():
-        raise ValidationError(str(tokenizer), "", "tokenizer file not found", "run the tokenizer stage first")
-    vocab = Tokenizer.from_file(tokenizer).get_vocab_size()
+    """Validate and load every input (tokenizer, tokens, their fit to seq_len) before anything is touched."""
+    vocab = load_tokenizer(str(tokenizer)).get_vocab_size()
+    run = params.run_config(vocab)
+    TokenData.load(tokens, "cpu").require_fit(run.train.seq_len, tokens)
     return RunSpec(
-        run=params.run_config(vocab),
+        run=run,
         tokens_path=tokens,
         launcher=launcher,
         run_dir=run_dir,
@@ -228,38 +290,61 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
+    if args.launcher == "proc":
+        return proc_main(args)
     try:
         params = load_params(args.params, args.overrides)
-        run_dir = args.run_dir or f"runs/{args.launcher}"
-        spec = build_spec(params, args.launcher, run_dir, args.tokens, args.tokenizer, args.resume)
+        spec = build_spec(
+            params,
+            args.launcher,
+            args.run_dir or f"runs/{args.launcher}",
+            args.tokens,
+            args.tokenizer,
+            args.resume,
+        )
         launchers = params["launchers"]
         if args.launcher == "single":
             run_single(spec)
-        elif args.launcher == "thread":
-            run_threads(spec, args.world or launchers["thread"]["world"], launchers["timeout_s"])
         else:
-            if "RANK" not in os.environ:
-                raise SystemExit(
-                    "the proc launcher runs under torchrun: "
-                    "torchrun --standalone --nproc-per-node N -m xtrain.launch proc"
-                )
-            run_proc_rank(spec, launchers["timeout_s"], launchers["grad_sync"])
-    except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+            world = launchers["thread"]["world"] if args.world is None else args.world
+            run_threads(spec, world, launchers["timeout_s"])
     except RankFailed as e:
-        print(e.tb, file=sys.stderr, end="")
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Exception as e:
-        if args.launcher == "proc":
-            traceback.print_exc()
-            print(f"error: rank {rank} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            # Leave now: interpreter shutdown would wait on the broken process group's threads.
-            os._exit(1)
-        raise
+        if debug():
+            print(e.tb, file=sys.stderr, end="")
+        return report(e)
+    except (XtrainError, OSError) as e:
+        return report(e)
+    return 0
+
+
+def proc_main(args: argparse.Namespace) -> int:
+    """A torchrun worker: dies with its agent; a failure is one line naming the rank, then a hard exit."""
+    if "RANK" not in os.environ:
+        raise SystemExit(
+            "error: the proc launcher runs under torchrun: "
+            "torchrun --standalone --nproc-per-node N -m xtrain.launch proc"
+        )
+    die_with_parent()
+    rank = int(os.environ["RANK"])
+    try:
+        params = load_params(args.params, args.overrides)
+        spec = build_spec(
+            params, "proc", args.run_dir or "runs/proc", args.tokens, args.tokenizer, args.resume
+        )
+        launchers = params["launchers"]
+        run_proc_rank(spec, launchers["timeout_s"], launchers["grad_sync"])
+    except ValidationError as e:  # the same on every rank: rank 0 says it
+        code = report(e) if rank == 0 else e.exit_code
+        os._exit(code)
+    except (XtrainError, OSError) as e:
+        code = report(e, prefix="" if isinstance(e, RankFailed) else f"rank {rank}: ")
+        sys.stdout.flush()
+        # Leave now: interpreter shutdown would wait on the broken process group's threads.
+        os._exit(code)
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
     return 0
 
 

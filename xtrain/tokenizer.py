@@ -9,11 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from xtrain.corpus import EOT, SEPARATOR
 from xtrain.fileio import atomic_write_bytes, atomic_write_text
+from xtrain.validate import ValidationError
+
+RETOKENIZE = "re-run the tokenizer stage (dvc repro tokenizer)"
 
 
 def train_tokenizer(train_text: str, vocab_size: int, min_frequency: int) -> Tokenizer:
@@ -37,7 +41,13 @@ def save_tokenizer(tok: Tokenizer, path: Path) -> None:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    return Tokenizer.from_file(str(path))
+    if not Path(path).is_file():
+        raise ValidationError(str(path), "", "tokenizer file not found", hint=RETOKENIZE)
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # the tokenizers library raises a bare Exception for a broken file
+        problem = " ".join(str(e).split())[:200]
+        raise ValidationError(str(path), "", f"not a valid tokenizer file: {problem}", hint=RETOKENIZE) from e
 
 
 def encode_text(tok: Tokenizer, text: str) -> torch.Tensor:
@@ -56,4 +66,17 @@ def save_tokens(path: Path, train: torch.Tensor, val: torch.Tensor) -> None:
 
 
 def load_tokens(path: str | Path) -> dict[str, torch.Tensor]:
-    return load_file(str(path))
+    """The train and val token tensors; a missing, truncated or foreign file is one line naming it."""
+    if not Path(path).is_file():
+        raise ValidationError(str(path), "", "token file not found", hint=RETOKENIZE)
+    try:
+        tensors = load_file(str(path))
+    except SafetensorError as e:
+        raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", hint=RETOKENIZE) from e
+    for split in ("train", "val"):
+        t = tensors.get(split)
+        if t is None or t.dim() != 1 or t.dtype.is_floating_point:
+            raise ValidationError(
+                str(path), split, "missing or not a 1-D integer tensor", "train and val token ids", RETOKENIZE
+            )
+    return tensors

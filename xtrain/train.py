@@ -18,35 +18,29 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xtrain import faults
-from xtrain.checkpoint import (
-    load_model_tensors,
-    load_optimizer,
-    load_optimizer_tensors,
-    load_weights,
-    param_digest,
-    read_state,
-    save_checkpoint,
-)
+from xtrain import faults, perf_hooks
+from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.checkpoint_dir import CheckpointDir
 from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, step_batch
 from xtrain.determinism import derive_seed
+from xtrain.errors import XtrainError
 from xtrain.fileio import atomic_write_json, atomic_write_text
 from xtrain.fingerprint import StepLedger
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
+from xtrain.peak_memory import peak_bytes, peak_record
 from xtrain.progress import Progress
 
 METRICS_FORMAT = "xtrain-metrics/1"
 
 
-class NonFiniteLoss(RuntimeError):
+class NonFiniteLoss(XtrainError, RuntimeError):
     pass
 
 
-class ResumeMismatch(RuntimeError):
+class ResumeMismatch(XtrainError, RuntimeError):
     pass
 
 
@@ -125,6 +119,8 @@ class RankResult:
     train_time_s: float
     wall_s: float
     start_step: int
+    windows: list[dict[str, Any]]  # raw timing: {first_step, steps, seconds} per logged window
+    peak_memory: dict[str, Any]  # xtrain.peak_memory.peak_record
 
 
 def flat_grads(model: nn.Module, comm: Communicator) -> FlatGrads | None:
@@ -257,8 +253,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
                 f"{latest}/state.json: config_hash {state['config_hash']} differs from this "
                 f"run's {spec.run.config_hash()}: refusing to resume a different configuration"
             )
-        load_model_tensors(model, {k: v.to(comm.device) for k, v in load_weights(latest).items()})
-        load_optimizer_tensors(model, opt, load_optimizer(latest))
+        restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
         history, start = History.from_dict(state["history"]), int(state["step"])
 
     tokens_per_step = t.global_batch * t.seq_len
@@ -267,6 +262,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
 
     pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
+    windows: list[dict[str, Any]] = []  # the first one (compile, allocator warm-up) is not steady
+    injected = perf_hooks.hold(comm.device)  # test hook: held until the peak is read
     train_time, window_time, steady_time, steady_tokens = 0.0, 0.0, 0.0, 0
     first_window = True
     _sync(comm.device)
@@ -283,6 +280,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         now = time.perf_counter()
         window_time, tick = now - tick, now
         train_time += window_time
+        windows.append({"first_step": pending[0][0], "steps": len(pending), "seconds": window_time})
         if not first_window:
             steady_time += window_time
             steady_tokens += len(pending) * tokens_per_step
@@ -323,6 +321,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
         )
         grad_scale = faults.grad_scale(comm.rank, step, comm.world)
+        comm.progress(step)
         loss, gnorm = train_step(
             module,
             model,
@@ -336,6 +335,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             grad_scale,
         )
         ledger.add(batch.count, batch.hash_sum, model.dropout.take_drawn())
+        perf_hooks.step_delay()
         if poison:
             loss = loss * float("nan")
         pending.append((step, loss, gnorm, lr))
@@ -361,6 +361,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
 
     per_rank_max, param_sums = cross_rank_agreement(model, comm)
     digest = param_digest(model)
+    peaks = comm.gather_floats(float(peak_bytes(comm.device)[0]))
+    del injected
     tokens = (t.steps - start) * tokens_per_step
     return RankResult(
         rank=comm.rank,
@@ -376,6 +378,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         train_time_s=train_time,
         wall_s=time.perf_counter() - wall0,
         start_step=start,
+        windows=windows,
+        peak_memory=peak_record(comm.device, peaks, shared_process=spec.launcher == "thread"),
     )
 
 
@@ -425,6 +429,7 @@ def metrics_dict(spec: RunSpec, result: RankResult, model: nn.Module) -> dict[st
         "train_time_s": result.train_time_s,
         "wall_s": result.wall_s,
         "resumed_from_step": result.start_step or None,
+        "perf": {"windows": result.windows, "warmup_windows": 1, "peak_memory": result.peak_memory},
         "param_digest": result.param_digest,
         "cross_rank": {
             "max_abs_diff": max(result.cross_rank_max_abs),

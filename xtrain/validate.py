@@ -7,6 +7,7 @@ the project fails the same way: `FILE: KEY: what is wrong (rule: what is allowed
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -14,15 +15,20 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
+from xtrain.errors import XtrainError
 
-class ValidationError(ValueError):
-    """A file or value failed validation; str(err) is one line naming file, key and rule."""
 
-    def __init__(self, source: str, key: str, problem: str, rule: str = "") -> None:
-        self.source, self.key, self.problem, self.rule = source, key, problem, rule
+class ValidationError(XtrainError, ValueError):
+    """A file or value failed validation; str(err) is one line naming file, key, rule and next step."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, key: str, problem: str, rule: str = "", hint: str = "") -> None:
+        self.source, self.key, self.problem, self.rule, self.hint = source, key, problem, rule, hint
         where = f"{source}: {key}" if key else source
         tail = f" (rule: {rule})" if rule else ""
-        super().__init__(f"{where}: {problem}{tail}")
+        step = f"; next: {hint}" if hint else ""
+        super().__init__(f"{where}: {problem}{tail}{step}")
 
 
 @cache
@@ -63,6 +69,8 @@ def _allowed(err: jsonschema.ValidationError) -> str:
 def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
     """(key path, problem) for an error; unknown keys are reported at the key itself."""
     path = _json_path(err.absolute_path)
+    if err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
+        return path, f"{err.instance!r} is a float, not an integer (write {int(err.instance)})"
     if err.validator == "additionalProperties":
         known = set((err.schema.get("properties") or {}).keys())
         extras = sorted(k for k in err.instance if k not in known)
@@ -75,16 +83,51 @@ def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
     return path or "(top level)", f"{json.dumps(err.instance)[:80]} is invalid"
 
 
-def errors(instance: Any, schema: dict[str, Any]) -> list[jsonschema.ValidationError]:
-    validator = Draft202012Validator(schema)
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    """An integer is an int: 160.0 or 1e2 (a float) is refused where a count is expected."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+StrictValidator = jsonschema.validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+
+
+def non_finite(instance: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:
+    """(key path, value) of the first NaN or infinity in a nested dict/list, else None."""
+    if isinstance(instance, float) and not math.isfinite(instance):
+        return path, instance
+    items = (
+        instance.items()
+        if isinstance(instance, dict)
+        else enumerate(instance)
+        if isinstance(instance, list)
+        else ()
+    )
+    for k, v in items:
+        if (found := non_finite(v, (*path, k))) is not None:
+            return found
+    return None
+
+
+def errors(instance: Any, schema: dict[str, Any], strict: bool = False) -> list[jsonschema.ValidationError]:
+    validator = (StrictValidator if strict else Draft202012Validator)(schema)
     return sorted(
         validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
     )
 
 
-def validate(instance: Any, schema: dict[str, Any], source: str) -> None:
-    """Raise ValidationError for the first problem (in key order), else return."""
-    errs = errors(instance, schema)
+def validate(instance: Any, schema: dict[str, Any], source: str, strict: bool = False) -> None:
+    """Raise ValidationError for the first problem (in key order), else return.
+
+    strict (params): integers must be ints and every number finite, so `nan` or `1e2` never
+    reaches the trainer.
+    """
+    if strict and (bad := non_finite(instance)) is not None:
+        key, value = bad
+        raise ValidationError(source, _json_path(key), f"{value} is not a finite number", "a finite number")
+    errs = errors(instance, schema, strict)
     if not errs:
         return
     # Prefer the deepest, most specific error (jsonschema's relevance heuristic).

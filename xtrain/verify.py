@@ -1,23 +1,30 @@
-"""Closed loop: transformers must load our export and compute what our model computes.
+"""Closed loop: two independent engines must load our export and compute what our model computes.
 
     python -m xtrain.verify EXPORT CKPT --text data/corpus.txt --meta data/corpus.json --report reports/closed_loop.json
 
 For fixed prompts cut from the validation split (as text, so the tokenizer round trip is part of
-the check), both sides tokenize the prompt, compare logits, and greedily continue it by
-`new_tokens`; the continuations must be token-identical. transformers loads the folder with
-`AutoModelForCausalLM` / `AutoTokenizer`, local files only, and must report no missing or
-unexpected keys.
+the check), each engine's logits are compared with our model's and it greedily continues each
+prompt by `new_tokens`; the continuations must be token-identical.
+- transformers loads the folder with `AutoModelForCausalLM` / `AutoTokenizer`, local files only,
+  in the export's dtype, and must report no missing or unexpected keys;
+- ONNX Runtime runs the export as an ONNX graph (xtrain/onnx_engine.py) in fp32, against our model
+  with the export's weights computed in fp32.
 
-Negative control, every run: the same check on a copy of the export with one tensor perturbed must
-fail. The report records both, so a check that cannot fail shows up as a failed closed loop.
+Negative control, every run and every engine: the same check with one tensor perturbed (in a copy of
+the export for transformers, in the ONNX graph's initializer for ONNX Runtime) must fail. The report
+keeps every raw number (per-prompt logits diffs, both token lists) so the gate recomputes the verdict.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +37,10 @@ from xtrain.corpus import load_split
 from xtrain.export import DTYPES
 from xtrain.fileio import atomic_write_json, md5_file
 from xtrain.model import Transformer
+from xtrain.onnx_engine import OnnxEngine, onnx_bytes, perturbed
 from xtrain.validate import load_json
 
-REPORT_FORMAT = "xtrain-closed-loop/1"
+REPORT_FORMAT = "xtrain-closed-loop/2"
 PERTURBED_TENSOR = "model.layers.0.mlp.down_proj.weight"
 
 
@@ -57,6 +65,16 @@ def load_ours(ckpt: Path, dtype: str) -> tuple[Transformer, Any]:
 
 
 @torch.no_grad()
+def rounded_fp32(ckpt: Path, dtype: str) -> Transformer:
+    """Our model with the export's weights (rounded to `dtype`) computing in fp32: what a graph built
+    from the export in fp32 computes. Only parameters are rounded; the RoPE tables stay fp32."""
+    model, _ = load_ours(ckpt, "fp32")
+    for p in model.parameters():
+        p.copy_(p.to(DTYPES[dtype]).float())
+    return model
+
+
+@torch.no_grad()
 def greedy(forward: Any, ids: list[int], n: int) -> list[int]:
     seq = list(ids)
     for _ in range(n):
@@ -78,8 +96,59 @@ def hf_generate(hf: Any, ids: list[int], n: int, pad_id: int, use_cache: bool) -
     return out[0, len(ids) :].tolist()
 
 
+@dataclass(frozen=True)
+class Engine:
+    """What the closed loop needs of an engine: logits for a batch of ids, and greedy continuation."""
+
+    name: str
+    logits: Callable[[torch.Tensor], torch.Tensor]
+    generate: Callable[[list[int], int], list[int]]
+
+
+def first_mismatch(a: list[int], b: list[int]) -> int | None:
+    i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    return min(len(a), len(b)) if i is None and len(a) != len(b) else i
+
+
 @torch.no_grad()
-def compare(
+def run_prompts(engine: Engine, ours: Transformer, prompt_ids: list[list[int]], new_tokens: int) -> dict:
+    """Logits and greedy tokens of `engine` against our model, prompt by prompt (raw numbers kept)."""
+    samples = []
+    for ids in prompt_ids:
+        x = torch.tensor([ids])
+        diff = (ours(x).float() - engine.logits(x).float()).abs().max().item()
+        ours_new, theirs = greedy(ours, ids, new_tokens), engine.generate(ids, new_tokens)
+        samples.append(
+            {
+                "prompt_ids": ids,
+                "logits_max_abs_diff": diff,
+                "ours": ours_new,
+                "engine": theirs,
+                "first_mismatch": first_mismatch(ours_new, theirs),
+            }
+        )
+    diffs = [s["logits_max_abs_diff"] for s in samples]
+    return {
+        "logits_max_abs_diff": max(diffs) if all(math.isfinite(d) for d in diffs) else math.nan,
+        "tokens_compared": new_tokens * len(samples),
+        "prompts_with_token_mismatch": sum(s["first_mismatch"] is not None for s in samples),
+        "samples": samples,
+    }
+
+
+def verdict(result: dict[str, Any], atol: float, extra: list[str]) -> dict[str, Any]:
+    """Add passed/failures to a measured result (the gate recomputes this from the raw numbers)."""
+    failures = list(extra)
+    if not result["logits_max_abs_diff"] < atol:  # NaN fails too
+        failures.append(f"logits max abs diff {result['logits_max_abs_diff']:.3g} >= {atol:g}")
+    if result["prompts_with_token_mismatch"]:
+        failures.append(
+            f"greedy continuations differ for {result['prompts_with_token_mismatch']}/{len(result['samples'])} prompts"
+        )
+    return {"passed": not failures, "failures": failures, "logits_atol": atol, **result}
+
+
+def transformers_check(
     export_dir: Path,
     ours: Transformer,
     our_tok: Any,
@@ -88,7 +157,7 @@ def compare(
     atol: float,
     dtype: str,
 ) -> dict[str, Any]:
-    """One closed-loop check of `export_dir` against our model; returns its measured result."""
+    """transformers loads `export_dir` (local files only) and must reproduce our model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -98,60 +167,39 @@ def compare(
     )
     hf.eval()
     hf_tok = AutoTokenizer.from_pretrained(export_dir, local_files_only=True)
-    max_diff, tokens_compared, token_mismatches, tokenizer_mismatches, cached_same = 0.0, 0, 0, 0, 0
-    samples = []
-    for text in prompts:
-        ids = our_tok.encode(text).ids
-        hf_ids = hf_tok(text)["input_ids"]
-        tokenizer_mismatches += int(ids != hf_ids)
-        x = torch.tensor([ids])
-        diff = (ours(x).float() - hf(x).logits.float()).abs().max().item()
-        max_diff = max(max_diff, diff)
-        ours_new = greedy(ours, ids, new_tokens)
-        # Gated: generation without a KV cache, the same computation as ours. A cache changes the
-        # matmul shapes, and in bf16 a near-tie argmax can then flip (seen on an H200-trained model:
-        # 2 of 4 prompts after 22 and 25 tokens, with logits equal to the bit).
-        hf_new = hf_generate(hf, hf_ids, new_tokens, hf_tok.pad_token_id, use_cache=False)
-        cached_same += int(hf_generate(hf, hf_ids, new_tokens, hf_tok.pad_token_id, use_cache=True) == hf_new)
-        tokens_compared += new_tokens
-        mismatch = next((i for i, (a, b) in enumerate(zip(ours_new, hf_new, strict=False)) if a != b), None)
-        if mismatch is None and len(ours_new) != len(hf_new):
-            mismatch = min(len(ours_new), len(hf_new))
-        token_mismatches += int(mismatch is not None)
-        samples.append(
-            {
-                "prompt": text,
-                "prompt_ids": ids,
-                "logits_max_abs_diff": diff,
-                "ours": ours_new,
-                "transformers": hf_new,
-                "first_mismatch": mismatch,
-                "ours_text": our_tok.decode(ours_new),
-                "transformers_text": hf_tok.decode(hf_new),
-            }
-        )
+    pad = hf_tok.pad_token_id
+    prompt_ids = [our_tok.encode(t).ids for t in prompts]
+    tok_mismatch = sum(ids != hf_tok(t)["input_ids"] for ids, t in zip(prompt_ids, prompts, strict=True))
+    # Gated: generation without a KV cache, the same computation as ours. A cache changes the
+    # matmul shapes, and in bf16 a near-tie argmax can then flip (seen on an H200-trained model:
+    # 2 of 4 prompts after 22 and 25 tokens, with logits equal to the bit).
+    engine = Engine(
+        "transformers",
+        lambda x: hf(x).logits,
+        lambda ids, n: hf_generate(hf, ids, n, pad, use_cache=False),
+    )
+    result = run_prompts(engine, ours, prompt_ids, new_tokens)
+    cached_same = sum(
+        hf_generate(hf, s["prompt_ids"], new_tokens, pad, use_cache=True) == s["engine"]
+        for s in result["samples"]
+    )
+    for s, text in zip(result["samples"], prompts, strict=True):
+        s.update(prompt=text, ours_text=our_tok.decode(s["ours"]), engine_text=hf_tok.decode(s["engine"]))
     keys = {k: sorted(info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    failures = []
-    if max_diff >= atol:
-        failures.append(f"logits max abs diff {max_diff:.3g} >= {atol:g}")
-    if token_mismatches:
-        failures.append(f"greedy continuations differ for {token_mismatches}/{len(prompts)} prompts")
-    if tokenizer_mismatches:
-        failures.append(f"tokenizer ids differ for {tokenizer_mismatches}/{len(prompts)} prompts")
-    if any(keys.values()):
-        failures.append(f"loading reported {keys}")
-    return {
-        "passed": not failures,
-        "failures": failures,
-        "logits_max_abs_diff": max_diff,
-        "logits_atol": atol,
-        "tokens_compared": tokens_compared,
-        "prompts_with_token_mismatch": token_mismatches,
-        "prompts_with_tokenizer_mismatch": tokenizer_mismatches,
-        "kv_cache_prompts_identical": cached_same,  # information only: transformers with its KV cache
-        **keys,
-        "samples": samples,
-    }
+    extra = [f"loading reported {keys}"] if any(keys.values()) else []
+    if tok_mismatch:
+        extra.append(f"tokenizer ids differ for {tok_mismatch}/{len(prompts)} prompts")
+    result.update(keys, prompts_with_tokenizer_mismatch=tok_mismatch, kv_cache_prompts_identical=cached_same)
+    return verdict(result, atol, extra)
+
+
+def onnx_check(
+    model_bytes: bytes, ours: Transformer, prompt_ids: list[list[int]], new_tokens: int, atol: float
+) -> dict:
+    """onnxruntime runs the exported graph and must reproduce our model (fp32 compute)."""
+    session = OnnxEngine(model_bytes)
+    engine = Engine("onnxruntime", session, lambda ids, n: greedy(session, ids, n))
+    return verdict(run_prompts(engine, ours, prompt_ids, new_tokens), atol, [])
 
 
 def perturbed_copy(export_dir: Path, dest: Path, tensor: str) -> Path:
@@ -168,6 +216,42 @@ def perturbed_copy(export_dir: Path, dest: Path, tensor: str) -> Path:
     return dest
 
 
+def engine_report(check: dict, control: dict, seconds: float, version: str, compute: str) -> dict:
+    summary = {k: v for k, v in control.items() if k != "samples"}
+    return {
+        "version": version,
+        "compute_dtype": compute,
+        "seconds": round(seconds, 2),
+        "check": check,
+        "negative_control": {"perturbed_tensor": PERTURBED_TENSOR, **summary},
+    }
+
+
+def transformers_engine(
+    export_dir: Path, ours: Transformer, our_tok: Any, prompts: list[str], n: int, atol: float, dtype: str
+) -> dict:
+    import transformers
+
+    t0 = time.perf_counter()
+    check = transformers_check(export_dir, ours, our_tok, prompts, n, atol, dtype)
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = perturbed_copy(export_dir, Path(tmp) / "perturbed", PERTURBED_TENSOR)
+        control = transformers_check(bad, ours, our_tok, prompts, n, atol, dtype)
+    return engine_report(check, control, time.perf_counter() - t0, transformers.__version__, dtype)
+
+
+def onnx_engine(
+    export_dir: Path, ours_fp32: Transformer, prompt_ids: list[list[int]], n: int, atol: float
+) -> dict:
+    import onnxruntime
+
+    t0 = time.perf_counter()
+    model_bytes = onnx_bytes(export_dir)
+    check = onnx_check(model_bytes, ours_fp32, prompt_ids, n, atol)
+    control = onnx_check(perturbed(model_bytes, PERTURBED_TENSOR), ours_fp32, prompt_ids, n, atol)
+    return engine_report(check, control, time.perf_counter() - t0, onnxruntime.__version__, "fp32")
+
+
 def closed_loop(
     export_dir: Path,
     ckpt: Path,
@@ -177,34 +261,37 @@ def closed_loop(
     new_tokens: int,
     atol: dict[str, float],
 ) -> dict[str, Any]:
-    import transformers
-
     manifest = load_json(str(export_dir / "manifest.json"))
     dtype = manifest["dtype"]
     ours, our_tok = load_ours(ckpt, dtype)
     prompts = prompts_from_text(val_text, our_tok, n_prompts, prompt_tokens)
-    check = compare(export_dir, ours, our_tok, prompts, new_tokens, atol[dtype], dtype)
-    with tempfile.TemporaryDirectory() as tmp:
-        bad = perturbed_copy(export_dir, Path(tmp) / "perturbed", PERTURBED_TENSOR)
-        control = compare(bad, ours, our_tok, prompts, new_tokens, atol[dtype], dtype)
-    control_summary = {k: v for k, v in control.items() if k != "samples"}
-    passed = check["passed"] and not control["passed"]
-    reasons = list(check["failures"])
-    if control["passed"]:
-        reasons.append(f"negative control passed: perturbing {PERTURBED_TENSOR} went unnoticed")
+    prompt_ids = [our_tok.encode(t).ids for t in prompts]
+    engines = {
+        "transformers": transformers_engine(
+            export_dir, ours, our_tok, prompts, new_tokens, atol[dtype], dtype
+        ),
+        # ONNX Runtime computes in fp32: the reference is our model with the export's (rounded)
+        # weights, computed in fp32, so the fp32 tolerance applies to bf16 exports too.
+        "onnxruntime": onnx_engine(
+            export_dir, rounded_fp32(ckpt, dtype), prompt_ids, new_tokens, atol["fp32"]
+        ),
+    }
+    failures = []
+    for name, e in engines.items():
+        failures += [f"{name}: {f}" for f in e["check"]["failures"]]
+        if e["negative_control"]["passed"]:
+            failures.append(f"{name}: negative control passed: perturbing {PERTURBED_TENSOR} went unnoticed")
     return {
         "format": REPORT_FORMAT,
-        "passed": passed,
-        "failures": reasons,
+        "passed": not failures,
+        "failures": failures,
         "dtype": dtype,
         "export_files": {name: md5_file(export_dir / name) for name in sorted(manifest["files"])},
         "checkpoint_model_md5": md5_file(ckpt / "model.safetensors"),
-        "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "prompts": len(prompts),
         "new_tokens": new_tokens,
-        "check": check,
-        "negative_control": {"perturbed_tensor": PERTURBED_TENSOR, **control_summary},
+        "engines": engines,
     }
 
 
@@ -241,19 +328,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_summary(report: dict[str, Any]) -> None:
-    c, n = report["check"], report["negative_control"]
-    print(
-        f"closed loop ({report['dtype']}, transformers {report['transformers_version']}): "
-        f"{'PASS' if report['passed'] else 'FAIL'}"
-    )
-    print(
-        f"  export:           logits max abs diff {c['logits_max_abs_diff']:.3g} (atol {c['logits_atol']:g}), "
-        f"{c['tokens_compared']} greedy tokens, {c['prompts_with_token_mismatch']} prompts differ"
-    )
-    print(
-        f"  negative control: {n['perturbed_tensor']} perturbed -> logits diff {n['logits_max_abs_diff']:.3g}, "
-        f"{'caught' if not n['passed'] else 'NOT CAUGHT'}"
-    )
+    print(f"closed loop ({report['dtype']}): {'PASS' if report['passed'] else 'FAIL'}")
+    for name, e in report["engines"].items():
+        c, n = e["check"], e["negative_control"]
+        print(
+            f"  {name} {e['version']} ({e['compute_dtype']}, {e['seconds']:.1f} s): logits max abs diff "
+            f"{c['logits_max_abs_diff']:.3g} (atol {c['logits_atol']:g}), {c['tokens_compared']} greedy tokens, "
+            f"{c['prompts_with_token_mismatch']} prompts differ; negative control diff "
+            f"{n['logits_max_abs_diff']:.3g}, {'caught' if not n['passed'] else 'NOT CAUGHT'}"
+        )
     for f in report["failures"]:
         print(f"  failure: {f}")
 

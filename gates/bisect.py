@@ -1,0 +1,224 @@
+"""python -m gates bisect GOOD BAD [--gate ID]: the first commit at which a gate fails.
+
+How a commit is judged: it is checked out in a scratch `git worktree`, DVC runs only the stages the
+gate needs (`dvc repro STAGE...`, with their upstream; the worktree shares the repository's DVC
+cache, so its run cache restores any stage whose code, params and inputs were seen before), then
+the registry of that worktree is replaced by GOOD's and the gate runs. The judge is fixed: the gate
+code and `gates:` thresholds of the checkout bisect runs from, and GOOD's registry (goldens,
+blessed versions, perf baselines), so a bless made after GOOD cannot hide the regression. Only the
+producers (code, params, dvc.yaml) change from commit to commit.
+
+Search: a plain binary search over `git rev-list --ancestry-path GOOD..BAD`, not `git bisect run`:
+it leaves no BISECT state in the user's repository, caches each verdict (keyed by gate, commit,
+GOOD and a fingerprint of the judge) under <git dir>/xtrain-bisect/, and skips untestable commits by
+its own rule. A commit whose stages fail, or whose gate is error, skip or inconclusive, is
+untestable: skipped like `git bisect skip`, printed, and named among the candidates if it is next to
+the boundary. Exit 0 first bad commit found, 1 the gate passes at BAD, 2 error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+TRAINS = ["train_single", "train@thread", "train@proc"]
+GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it reads
+    "loss_match.thread": ["train_single", "train@thread"],
+    "loss_match.proc": ["train_single", "train@proc"],
+    "launcher_parity": ["train@thread", "train@proc"],
+    "cross_rank.thread": ["train@thread"],
+    "cross_rank.proc": ["train@proc"],
+    "export_md5": ["export"],
+    "fresh_train": ["train_single", "export"],
+    "closed_loop": ["closed_loop"],
+    "finite": TRAINS,
+    "scaling": ["scaling"],
+    "perf": TRAINS,
+}
+
+
+class BisectError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # pass | fail | untestable
+    message: str
+
+
+def stages_for(gate: str | None) -> list[str]:
+    """DVC targets for a gate; [] means the whole pipeline (every gate)."""
+    if gate is None:
+        return []
+    for key, stages in GATE_STAGES.items():
+        if gate == key or gate.startswith(key + ".") or key.startswith(gate + "."):
+            return stages
+    raise BisectError(f"no stage map for gate {gate} (known: {', '.join(GATE_STAGES)})")
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BisectError(f"git {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
+    """(GOOD's sha, the commits after GOOD up to BAD, oldest first)."""
+    good_sha = git(repo, "rev-parse", "--verify", f"{good}^{{commit}}")
+    bad_sha = git(repo, "rev-parse", "--verify", f"{bad}^{{commit}}")
+    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha]).returncode:
+        raise BisectError(f"GOOD {good} is not an ancestor of BAD {bad}")
+    commits = git(repo, "rev-list", "--ancestry-path", "--reverse", f"{good_sha}..{bad_sha}").split()
+    if not commits:
+        raise BisectError(f"no commits between GOOD {good} and BAD {bad}")
+    return good_sha, commits
+
+
+def judge_fingerprint(judge: Path, params: Path) -> str:
+    """What the verdict depends on besides the commit: the gate code, schemas and thresholds."""
+    h = hashlib.sha256()
+    for path in sorted([*(judge / "gates").rglob("*.py"), *(judge / "gates").rglob("*.json"), params]):
+        h.update(str(path.relative_to(judge) if path.is_relative_to(judge) else path).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def run_logged(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def tail(text: str, n: int = 3) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-n:])
+
+
+@dataclass
+class Bisector:
+    repo: Path  # the repository with the commits
+    judge: Path  # the checkout whose gate code and params.yaml `gates:` judge every commit
+    params: Path
+    gate: str | None
+    good: str
+    cache: Path
+
+    def key(self, commit: str) -> str:
+        text = f"{self.gate}|{commit}|{self.good}|{judge_fingerprint(self.judge, self.params)}"
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def verdict(self, commit: str) -> Verdict:
+        """The gate's verdict at `commit`, from the cache or by running its stages."""
+        path = self.cache / f"{self.key(commit)}.json"
+        if path.exists():
+            return Verdict(**json.loads(path.read_text()))
+        tree = self.cache / "worktrees" / commit[:12]
+        shutil.rmtree(tree, ignore_errors=True)
+        git(self.repo, "worktree", "prune")
+        git(self.repo, "worktree", "add", "--detach", "--force", str(tree), commit)
+        try:
+            v = self.build_and_judge(tree)
+        finally:
+            subprocess.run(
+                ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(tree)], capture_output=True
+            )
+            shutil.rmtree(tree, ignore_errors=True)
+        self.cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(v)))
+        return v
+
+    def build_and_judge(self, tree: Path) -> Verdict:
+        top = Path(git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir")).parent
+        run_logged(
+            ["dvc", "config", "--local", "cache.dir", str(top / ".dvc" / "cache")], tree
+        )  # shared cache
+        built = run_logged(["dvc", "repro", *stages_for(self.gate)], tree)
+        if built.returncode != 0:
+            return Verdict("untestable", f"dvc repro failed: {tail(built.stderr or built.stdout)}")
+        shutil.rmtree(tree / "registry")
+        git(tree, "checkout", self.good, "--", "registry")  # GOOD's registry: later blessings cannot hide it
+        report = tree / "reports" / "bisect-gates.json"
+        only = ["--only", self.gate] if self.gate else []
+        cmd = [sys.executable, "-m", "gates", "--root", str(tree), "--params", str(self.params)]
+        judged = run_logged([*cmd, "check", *only, "--report", str(report)], self.judge)
+        if not report.exists():
+            return Verdict("untestable", f"gates check exited {judged.returncode}: {tail(judged.stderr)}")
+        gates = json.loads(report.read_text())["gates"]
+        failing = [g for g in gates if g["status"] in ("fail", "inconclusive", "error")]
+        hard = [g for g in failing if g["status"] == "fail"]
+        if hard:
+            return Verdict("fail", "; ".join(f"{g['id']}: {g['message']}" for g in hard))
+        if failing or any(g["status"] == "skip" for g in gates):
+            odd = [g for g in gates if g["status"] != "pass"]
+            return Verdict("untestable", "; ".join(f"{g['id']} {g['status']}: {g['message']}" for g in odd))
+        return Verdict("pass", "; ".join(f"{g['id']}: {g['message']}" for g in gates))
+
+
+Say = Callable[[str, Verdict, str], None]
+
+
+def search(b: Bisector, commits: list[str], say: Say) -> tuple[int, list[int]]:
+    """Binary search; returns (index of the first bad commit, indices of skipped commits before it)."""
+    lo, hi, skipped = -1, len(commits) - 1, set()
+    while True:
+        pool = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not pool:
+            return hi, sorted(i for i in skipped if lo < i < hi)
+        mid = (lo + hi) // 2
+        pick = min(pool, key=lambda i: (abs(i - mid), i))
+        v = b.verdict(commits[pick])
+        say(commits[pick], v, f"{len(pool)} left")
+        if v.status == "untestable":
+            skipped.add(pick)
+        elif v.status == "fail":
+            hi = pick
+        else:
+            lo = pick
+
+
+def subject(repo: Path, commit: str) -> str:
+    return git(repo, "log", "-1", "--format=%h %s", commit)
+
+
+def bisect(
+    repo: Path, judge: Path, params: Path, good: str, bad: str, gate: str | None, cache: Path | None
+) -> int:
+    stages_for(gate)  # an unknown gate is an error before any work
+    good_sha, commits = commit_range(repo, good, bad)
+    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    b = Bisector(repo, judge, params, gate, good_sha, cache or common / "xtrain-bisect")
+    what = gate or "every gate"
+    print(
+        f"bisect {what} over {len(commits)} commits after {subject(repo, good_sha)}; judged by the gates "
+        f"and thresholds of {judge}, against GOOD's registry"
+    )
+
+    def say(commit: str, v: Verdict, note: str) -> None:
+        word = "skip (untestable)" if v.status == "untestable" else v.status
+        print(f"  {subject(repo, commit)}: {word} [{note}]: {v.message[:300]}")
+
+    top = b.verdict(commits[-1])
+    say(commits[-1], top, "BAD")
+    if top.status == "pass":
+        print(f"{what} passes at BAD {bad}: no failing commit")
+        return 1
+    if top.status == "untestable":
+        raise BisectError(f"BAD {bad} cannot be judged: {top.message}")
+    base = b.verdict(good_sha)
+    say(good_sha, base, "GOOD")
+    if base.status != "pass":
+        raise BisectError(f"GOOD {good} does not pass ({base.status}): {base.message}")
+    first, skipped = search(b, commits, say)
+    if skipped:
+        names = ", ".join(subject(repo, commits[i]) for i in skipped)
+        print(f"untestable commits next to the boundary: the first bad commit could also be any of: {names}")
+    print(f"first bad commit: {subject(repo, commits[first])} ({commits[first]})")
+    print(f"  {b.verdict(commits[first]).message}")
+    return 0

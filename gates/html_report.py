@@ -1,0 +1,117 @@
+"""`python -m gates check --html PATH`: one self-contained page, a picture per gate.
+
+The verdict table on top (failing, inconclusive and erroring gates first), then one card per gate in
+the same order: status, measured, threshold, message, and the picture of what it judged against its
+threshold (gates/pictures.py). Self-contained: inline SVG and CSS, no script, no network. Deterministic:
+the same artifacts give the same bytes (no timestamps; see gates/plots.py).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from gates import pictures
+from gates.artifacts import Artifacts, DvcLock
+from gates.ci_report import VERDICT, by_severity, short, threshold_text
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#212121;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0}
+.meta{color:#616161;margin:0 0 14px} table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #e0e0e0;padding:4px 8px;text-align:left;vertical-align:top}
+.badge{display:inline-block;min-width:92px;text-align:center;border-radius:4px;font-weight:600;
+  color:#fff;padding:1px 6px}
+.pass .badge,.badge.pass{background:#2e7d32} .fail .badge,.badge.fail{background:#c62828}
+.inconclusive .badge,.badge.inconclusive{background:#f9a825;color:#212121}
+.skip .badge,.badge.skip{background:#9e9e9e} .error .badge,.badge.error{background:#6a1b9a}
+.card{border:1px solid #e0e0e0;border-left:8px solid #9e9e9e;border-radius:6px;margin:18px 0;padding:12px 16px}
+.card.pass{border-left-color:#2e7d32} .card.fail{border-left-color:#c62828}
+.card.inconclusive{border-left-color:#f9a825} .card.error{border-left-color:#6a1b9a}
+.card h2 .badge{margin-left:10px;font-size:13px} dl{display:grid;grid-template-columns:90px 1fr;margin:8px 0}
+dt{color:#616161} dd{margin:0} figure{margin:8px 0 0} svg{width:100%;height:auto}
+figcaption{color:#424242;font-size:13px;margin-top:4px} .nopic{color:#757575;font-style:italic}
+.files tr.bad td{background:#ffebee} .files tr.ok td:last-child{color:#2e7d32}
+.files tr.bad td:last-child{color:#c62828;font-weight:600}
+code{font-size:12px}
+"""
+
+
+class ReadOnce(Artifacts):
+    """Artifacts that parse and validate each JSON file once per page (several pictures read
+    runs/single/metrics.json)."""
+
+    def __init__(self, root: Path, lock: DvcLock) -> None:
+        super().__init__(root, lock)
+        self.cache: dict[tuple[str, str], Any] = {}
+
+    def json(self, rel: str, schema: str, stage: str) -> Any:
+        if (rel, schema) not in self.cache:
+            self.cache[rel, schema] = super().json(rel, schema, stage)
+        return self.cache[rel, schema]
+
+
+def _anchor(gate_id: str) -> str:
+    return "gate-" + "".join(c if c.isalnum() else "-" for c in gate_id)
+
+
+def _badge(status: str) -> str:
+    return f"<span class='badge {escape(status)}'>{escape(status.upper())}</span>"
+
+
+def _verdict_table(gates: list[dict[str, Any]], labels: dict[str, str] | None) -> str:
+    rows = "".join(
+        f"<tr class='{escape(g['status'])}'><td>{_badge(g['status'])}</td>"
+        f"<td><a href='#{_anchor(g['id'])}'>{escape(g['id'])}</a></td>"
+        f"<td>{escape(short(g['measured']))}</td><td>{escape(threshold_text(g, labels))}</td></tr>"
+        for g in gates
+    )
+    head = "<tr><th>status</th><th>gate</th><th>measured</th><th>threshold</th></tr>"
+    return f"<table class='verdict'>{head}{rows}</table>"
+
+
+def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
+    try:
+        pic = pictures.draw(gate_id, a, thresholds)
+    except pictures.NoPicture as e:
+        return f"<p class='nopic'>No picture: {escape(str(e))}</p>"
+    if pic is None:
+        return (
+            "<p class='nopic'>No picture for this gate yet: its status, measured value, threshold and "
+            "message are above.</p>"
+        )
+    return f"<figure>{pic.html}<figcaption>{escape(pic.caption)}</figcaption></figure>"
+
+
+def _card(g: dict[str, Any], a: Artifacts, thresholds: dict[str, Any], labels: dict[str, str] | None) -> str:
+    return (
+        f"<section class='card {escape(g['status'])}' id='{_anchor(g['id'])}'>"
+        f"<h2>{escape(g['id'])}{_badge(g['status'])}</h2><dl>"
+        f"<dt>measured</dt><dd>{escape(short(g['measured']))}</dd>"
+        f"<dt>threshold</dt><dd>{escape(threshold_text(g, labels))}</dd>"
+        f"<dt>message</dt><dd>{escape(g['message'])}</dd></dl>"
+        f"{_figure(g['id'], a, thresholds)}</section>\n"
+    )
+
+
+def render(
+    report: dict[str, Any], root: Path, thresholds: dict[str, Any], labels: dict[str, str] | None = None
+) -> str:
+    """The page for a gates report, drawn from the artifacts under `root`; `labels`: the catalogue's
+    threshold text per gate, shown where the report has a bare number."""
+    artifacts = ReadOnce(root, DvcLock.read(root))
+    gates = by_severity(report["gates"])
+    code = report["exit_code"]
+    counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
+    env = report["environment"]
+    title = f"xtrain-gates: {VERDICT[code]} (exit {code})"
+    cards = "".join(_card(g, artifacts, thresholds, labels) for g in gates)
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{CSS}</style></head><body>\n<h1>{escape(title)}</h1>"
+        f"<p class='meta'>{escape(counts)} · revision {escape(short(report['git_revision']))} · "
+        f"environment {escape(short(env.get('training_env_id')))} ({escape(env['platform'])}, Python "
+        f"{escape(env['python'])}) · thresholds from {escape(report['thresholds_source'])}</p>\n"
+        f"{_verdict_table(gates, labels)}\n{cards}</body></html>\n"
+    )

@@ -1,0 +1,240 @@
+"""Perf gates: steady tokens/s and peak memory of each training stage against a blessed baseline.
+
+Everything is recomputed from raw data: the per-window (steps, seconds) and per-rank peak bytes that
+xtrain.train records in metrics.json `perf`, and the same raw fields of the baseline
+(registry/baselines/<env_id>/v<N>.json). A rate is tokens_per_step * steps / seconds of a steady
+window (the warm-up windows dropped); a run's throughput is the median window and its spread is
+(max - min) / median. The slowdown band is the larger spread of the run and the baseline (never
+below min_band); a spread above noise_bound cannot resolve a change of interest: inconclusive.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gates.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates.outcome import Outcome, failed, inconclusive, passed
+from registry.store import Entry, Registry, RegistryError
+
+STAGES = {"single": "train_single", "thread": "train@thread", "proc": "train@proc"}
+MIN_WINDOWS = 3  # fewer steady windows cannot show their own spread
+BLESS = "python -m registry bless --perf --reason '...'"
+
+
+@dataclass(frozen=True)
+class StagePerf:
+    """One training stage's perf record (from a metrics file or a baseline entry)."""
+
+    launcher: str
+    env_id: str
+    world: int
+    config_hash: str
+    rates: list[float]  # tokens/s of each steady window
+    peaks: list[float]  # peak bytes per rank
+    memory_kind: str
+    memory_scope: str
+
+
+def steady_rates(perf: dict[str, Any], tokens_per_step: int) -> list[float]:
+    """tokens/s of each window after the warm-up; inf or nan where a window cannot be timed."""
+    out = []
+    for w in perf["windows"][perf["warmup_windows"] :]:
+        secs = w["seconds"]
+        out.append(tokens_per_step * w["steps"] / secs if secs > 0 else math.inf)
+    return out
+
+
+def median_spread(rates: list[float]) -> tuple[float, float]:
+    """Median rate and (max - min) / median."""
+    med = statistics.median(rates)
+    return med, (max(rates) - min(rates)) / med if med > 0 else math.inf
+
+
+def stage_perf(record: dict[str, Any]) -> StagePerf:
+    """From a metrics.json, or a baseline's stage entry (which keeps the same raw fields)."""
+    perf = record["perf"]
+    mem = perf["peak_memory"]
+    return StagePerf(
+        launcher=record["launcher"],
+        env_id=record["env"]["env_id"] if "env" in record else record["env_id"],
+        world=record["world"],
+        config_hash=record["config_hash"],
+        rates=steady_rates(perf, record["tokens_per_step"]),
+        peaks=[float(r["bytes"]) for r in sorted(mem["per_rank"], key=lambda r: r["rank"])],
+        memory_kind=mem["kind"],
+        memory_scope=mem["scope"],
+    )
+
+
+def run_stages(a: Artifacts) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The metrics of every training stage that ran, and notes for those that did not."""
+    runs, notes = {}, []
+    for launcher, stage in STAGES.items():
+        try:
+            m = a.json(f"runs/{launcher}/metrics.json", "metrics.schema.json", stage)
+        except StageNotRun as e:
+            notes.append(f"{launcher}: {e}")
+            continue
+        if "perf" not in m:
+            raise ArtifactError(
+                f"runs/{launcher}/metrics.json: perf: missing (written before perf recording; "
+                f"dvc repro -f {stage})"
+            )
+        runs[launcher] = m
+    return runs, notes
+
+
+def baseline_for(a: Artifacts, runs: dict[str, dict[str, Any]]) -> tuple[str, Entry | None]:
+    """(env_id, the latest baseline) for the first stage's environment, like goldens."""
+    env_id = next(iter(runs.values()))["env"]["env_id"]
+    try:
+        return env_id, Registry(a.root / "registry").baseline(env_id)
+    except RegistryError as e:
+        raise ArtifactError(str(e)) from None
+
+
+def comparable(run: StagePerf, base: dict[str, Any] | None) -> tuple[StagePerf | None, str | None]:
+    """The baseline's record of this stage, or why this run cannot be compared with it."""
+    if base is None:
+        return None, f"{run.launcher}: not in the baseline"
+    b = stage_perf(base)
+    for what, mine, theirs in (
+        ("env_id", run.env_id, b.env_id),
+        ("world", run.world, b.world),
+        ("config_hash", run.config_hash, b.config_hash),
+    ):
+        if mine != theirs:
+            return None, f"{run.launcher}: {what} {mine} differs from the baseline's {theirs}"
+    return b, None
+
+
+StageCheck = Callable[[StagePerf, StagePerf, dict[str, Any]], tuple[str, str, str]]
+
+
+def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str) -> Outcome:
+    """Shared frame of both gates: stages, baseline, profile; `check` judges one stage."""
+    runs, notes = run_stages(a)
+    if not runs:
+        return Outcome("skip", None, None, "no training stage has run: " + "; ".join(notes))
+    device = next(iter(runs.values()))["device"]
+    profile = (thresholds.get("perf") or {}).get(device)
+    if profile is None:
+        return failed(None, None, f"params.yaml gates.perf has no thresholds for device {device!r}")
+    if what == "throughput" and profile.get("throughput") == "skip":
+        return Outcome(
+            "skip",
+            None,
+            None,
+            f"gates.perf.{device}.throughput is skip: window spreads on a shared {device} are too large to "
+            "judge (docs/perf-gates.md); peak memory is still judged",
+        )
+    env_id, base = baseline_for(a, runs)
+    if base is None:
+        return Outcome(
+            "skip",
+            None,
+            None,
+            f"no perf baseline for environment {env_id} (registry/baselines/{env_id}/): {what} not judged. "
+            f"After a run you trust: {BLESS}",
+        )
+    verdicts = []
+    for launcher, m in runs.items():
+        run = stage_perf(m)
+        b, why_not = comparable(run, base.data["stages"].get(launcher))
+        if b is None:
+            notes.append(f"{why_not}: not judged (bless a new baseline: {BLESS})")
+            continue
+        verdicts.append((launcher, *check(run, b, profile)))
+    return combine(verdicts, notes, f"baseline {env_id} v{base.version}")
+
+
+def combine(verdicts: list[tuple[str, str, str, str]], notes: list[str], against: str) -> Outcome:
+    """Worst status over stages (fail > inconclusive > pass); none judged is skip, never pass."""
+    if not verdicts:
+        return Outcome("skip", None, None, f"no stage comparable with {against}: " + "; ".join(notes))
+    measured = ", ".join(f"{launcher} {value}" for launcher, _, value, _ in verdicts)
+    messages = [f"{launcher}: {msg}" for launcher, _, _, msg in verdicts]
+    text = "; ".join(messages + notes) + f" (vs {against})"
+    statuses = {status for _, status, _, _ in verdicts}
+    if "fail" in statuses:
+        return failed(measured, None, text)
+    if "inconclusive" in statuses:
+        return inconclusive(measured, None, text + ". Rerun on a quiet machine")
+    return passed(measured, None, text)
+
+
+def _mib(x: float) -> str:
+    return f"{x / 2**20:,.0f} MiB"
+
+
+def throughput_check(run: StagePerf, base: StagePerf, profile: dict[str, Any]) -> tuple[str, str, str]:
+    """(status, measured change, message) of one stage's steady tokens/s against its baseline."""
+    for who, rates in (("run", run.rates), ("baseline", base.rates)):
+        if not all(math.isfinite(r) and r > 0 for r in rates):
+            return "fail", "non-finite", f"{who} has a window with a non-finite or zero rate {rates}"
+        if len(rates) < MIN_WINDOWS:
+            return "inconclusive", "-", f"{who} has {len(rates)} steady windows (need {MIN_WINDOWS})"
+    med, spread = median_spread(run.rates)
+    bmed, bspread = median_spread(base.rates)
+    change = med / bmed - 1
+    noise = max(spread, bspread)
+    band = max(noise, profile["min_band"])
+    value = f"{100 * change:+.1f}%"
+    text = (
+        f"{med:,.0f} tok/s vs {bmed:,.0f} ({value}); window spread {100 * spread:.0f}% "
+        f"(baseline {100 * bspread:.0f}%), band {100 * band:.0f}%"
+    )
+    if change < -band:
+        return "fail", value, f"slower than the band: {text}"
+    if noise > profile["noise_bound"]:
+        return (
+            "inconclusive",
+            value,
+            f"too noisy to judge (noise bound {100 * profile['noise_bound']:.0f}%): {text}",
+        )
+    return "pass", value, text
+
+
+def memory_check(run: StagePerf, base: StagePerf, profile: dict[str, Any]) -> tuple[str, str, str]:
+    """(status, measured growth, message) of one stage's peak memory per rank against its baseline."""
+    if run.memory_kind != base.memory_kind:
+        return "fail", "-", f"memory measured as {run.memory_kind}, baseline as {base.memory_kind}"
+    if not all(math.isfinite(p) and p > 0 for p in run.peaks + base.peaks):
+        return "fail", "non-finite", f"a peak is non-finite or zero: run {run.peaks}, baseline {base.peaks}"
+    growth = [p / b - 1 for p, b in zip(run.peaks, base.peaks, strict=True)]
+    rank = max(range(len(growth)), key=growth.__getitem__)
+    limit = profile["memory_growth"]
+    value = f"{100 * growth[rank]:+.1f}%"
+    shared = " (ranks share one process: one RSS)" if run.memory_scope == "process" else ""
+    text = (
+        f"rank {rank} peak {_mib(run.peaks[rank])} vs {_mib(base.peaks[rank])} ({value}, "
+        f"limit +{100 * limit:.0f}%, {run.memory_kind}){shared}"
+    )
+    if growth[rank] > limit:
+        return "fail", value, f"grew over the limit: {text}"
+    return "pass", value, text
+
+
+def threshold_text(t: dict[str, Any], template: str) -> str:
+    """The catalogue's threshold line: `template` filled with each device profile's values."""
+    profiles = t.get("perf") or {}
+    if not profiles:
+        return "no gates.perf thresholds"
+    out = []
+    for dev, p in profiles.items():
+        text = template.format(**{k: f"{100 * v:g}%" for k, v in p.items() if not isinstance(v, str)})
+        skip = " (throughput: skip)" if p.get("throughput") == "skip" and "spread" in template else ""
+        out.append(f"{dev}: {text}{skip}")
+    return "; ".join(out)
+
+
+def throughput(a: Artifacts, thresholds: dict[str, Any]) -> Outcome:
+    return judge(a, thresholds, throughput_check, "throughput")
+
+
+def memory(a: Artifacts, thresholds: dict[str, Any]) -> Outcome:
+    return judge(a, thresholds, memory_check, "peak memory")

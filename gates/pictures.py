@@ -1,0 +1,380 @@
+"""One picture per gate for the HTML report: what the gate judged, drawn against its threshold.
+
+Each function reads the artifacts the gate reads (through gates.artifacts, schema-validated) and
+recomputes what it draws from the raw values; it never draws from the gate's own verdict. A gate
+without a function here (a new one) gets the report's generic card; a picture that cannot be drawn
+(stage not run, artifact invalid) raises NoPicture with the reason, shown in its place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from gates import goldens, plots
+from gates.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates.export import MANIFEST, _manifest, _registry
+from gates.outcome import rel_diffs
+from gates.training import RUN_STAGE, run_metrics
+from registry.store import RegistryError, check_export, compare_files
+from xtrain.validate import ValidationError
+
+Thresholds = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Picture:
+    html: str  # inline SVG or an HTML table
+    caption: str
+
+
+class NoPicture(Exception):
+    """The picture cannot be drawn; the message says why (shown on the card)."""
+
+
+def _metrics_pair(a: Artifacts, run: str, reference: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    ref, got = run_metrics(a, reference), run_metrics(a, run)
+    if ref["config_hash"] != got["config_hash"] or len(ref["train_loss"]) != len(got["train_loss"]):
+        raise NoPicture(f"runs/{run} and runs/{reference} are not the same configuration or length")
+    return got, ref
+
+
+def _rel_panel(ax, got: dict, ref: dict, run: str, reference: str, max_rel: float) -> int | None:
+    rel = rel_diffs(got["train_loss"], ref["train_loss"])
+    first = plots.log_limit_plot(
+        ax, list(range(len(rel))), rel, max_rel, "train loss", f"max rel {max_rel:g}"
+    )
+    ev_ref = {e["step"]: e["loss"] for e in ref["eval"]}
+    ev = [
+        (e["step"], rel_diffs([e["loss"]], [ev_ref[e["step"]]])[0])
+        for e in got["eval"]
+        if e["step"] in ev_ref
+    ]
+    if ev:
+        low, high = ax.get_ylim()
+        finite = [r for _, r in ev if math.isfinite(r)]
+        if finite and max(finite) * 3 > high:  # an eval difference above every train difference
+            high = max(finite) * 30
+            ax.set_ylim(low, high)
+        top = high / 3
+        ax.plot(
+            [s for s, _ in ev],
+            plots.on_log_axis([r for _, r in ev], top),
+            "s",
+            mfc="none",
+            color="#6a1b9a",
+            label="eval loss",
+        )
+        plots.legend(ax)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"|{run} − {reference}| / |{reference}|")
+    return first
+
+
+def loss_match(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    launcher = gate_id.split(".", 1)[1]
+    max_rel = t["loss_match"]["max_rel"]
+    got, ref = _metrics_pair(a, launcher, "single")
+    fig, (ax,) = plots.figure()
+    first = _rel_panel(ax, got, ref, launcher, "single", max_rel)
+    ax.set_title(f"{launcher} (world {got['world']}) vs single device: relative loss difference per step")
+    where = f" First step over the line: {first}." if first is not None else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Relative difference of the training loss (dots) and eval loss (squares) per step, log scale, "
+        f"dimensionless; exact agreement is drawn at {plots.ZERO_FLOOR:g}. Pass: every point below the "
+        f"dashed line (max rel {max_rel:g}).{where}",
+    )
+
+
+def launcher_parity(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    max_rel = t["launcher_parity"]["max_rel"]
+    got, ref = _metrics_pair(a, "proc", "thread")
+    rel = rel_diffs(got["train_loss"], ref["train_loss"])
+    fig, (top, bottom) = plots.figure(2, 1)
+    steps = list(range(len(rel)))
+    marked = [i for i, r in enumerate(rel) if not r < max_rel]
+    plots.overlay(top, steps, ref["train_loss"], got["train_loss"], ("thread", "proc (torchrun)"), marked)
+    top.set_ylabel("train loss (nats/token)")
+    top.set_title("torchrun (proc) vs thread-per-rank training loss")
+    first = _rel_panel(bottom, got, ref, "proc", "thread", max_rel)
+    where = f" First step over: {first}." if first is not None else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Top: both trajectories (loss in nats per token), steps over the limit marked ×. Bottom: their "
+        f"relative difference per step (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every point "
+        f"below the dashed line (max rel {max_rel:g}).{where}",
+    )
+
+
+def cross_rank(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    launcher = gate_id.split(".", 1)[1]
+    max_abs = t["cross_rank"]["max_abs"]
+    m = run_metrics(a, launcher)
+    per_rank = sorted(m["cross_rank"]["per_rank"], key=lambda r: r["rank"])
+    fig, (ax,) = plots.figure(height=2.4)
+    values = [r["max_abs_diff"] for r in per_rank]
+    plots.bars_against_limit(
+        ax, [f"rank {r['rank']}" for r in per_rank], values, max_abs, f"limit {max_abs:g}"
+    )
+    ax.set_ylabel("max |p_rank − p_0|")
+    ax.set_title(f"runs/{launcher}: parameter difference from rank 0 after the last step")
+    return Picture(
+        plots.to_svg(fig),
+        f"Largest absolute parameter difference between each rank and rank 0 (parameter units, log "
+        f"scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every bar below the dashed line ({max_abs:g}) "
+        f"and at least two ranks.",
+    )
+
+
+def md5_table(checks: list, expected_label: str) -> str:
+    rows = "".join(
+        f"<tr class='{'ok' if c.ok else 'bad'}'><td>{escape(c.name)}</td>"
+        f"<td><code>{escape(c.expected or '(absent)')}</code></td>"
+        f"<td><code>{escape(c.actual or '(absent)')}</code></td><td>{'equal' if c.ok else 'DIFFERS'}</td></tr>"
+        for c in checks
+    )
+    return (
+        f"<table class='files'><tr><th>file</th><th>{escape(expected_label)}</th><th>actual md5</th>"
+        f"<th></th></tr>{rows}</table>"
+    )
+
+
+def export_md5(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    manifest = _manifest(a, "pinned")
+    actual = a.folder("exports/pinned", "export", exclude=(MANIFEST,))
+    try:  # the gate's own selection: the pinned model's latest version in this dtype
+        result = check_export(_registry(a), a.params["export"]["pinned_model"], manifest, actual)
+    except RegistryError as e:
+        raise NoPicture(str(e)) from None
+    checks, entry = [*result.files, result.source], result.entry
+    where = f"{entry.data['model']} v{entry.version}"
+    return Picture(
+        md5_table(checks, f"blessed md5 ({where})"),
+        f"Each file of exports/pinned against the md5 blessed in {where}. Pass: every row equal.",
+    )
+
+
+def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    m = run_metrics(a, "single")
+    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
+    env_id = m["env"]["env_id"]
+    try:  # the gate's own choice of golden and tier
+        choice = goldens.choose(_registry(a), env_id, m["config_hash"], m["device"], m["precision"])
+    except RegistryError as e:
+        raise NoPicture(str(e)) from None
+    if choice is None:
+        raise NoPicture(f"no golden for environment {env_id} or its config: nothing to draw against")
+    golden, g = choice.entry, choice.entry.data
+    ref = g["metrics"]["train_loss"]["values"]
+    steps = sorted(int(s) for s in ref if int(s) < len(m["train_loss"]))
+    got, want = [m["train_loss"][s] for s in steps], [ref[str(s)] for s in steps]
+    rel = rel_diffs(got, want)
+    exact = choice.tier == "exact"
+    rtol = t["fresh_train"]["approx"][m["device"]]["loss_rtol"]
+    limit = plots.ZERO_FLOOR * 10 if exact else rtol
+    marked = [
+        i
+        for i, (x, y, r) in enumerate(zip(got, want, rel, strict=True))
+        if (x != y if exact else not r <= rtol)
+    ]
+    fig, (top, bottom) = plots.figure(2, 1)
+    plots.overlay(top, steps, want, got, (f"golden v{golden.version}", "this run"), marked)
+    top.set_ylabel("train loss (nats/token)")
+    top.set_title(f"runs/single vs golden {choice.name} ({choice.tier} tier)")
+    plots.log_limit_plot(
+        bottom,
+        steps,
+        rel,
+        limit,
+        "run vs golden",
+        "exact: any difference" if exact else f"rtol {rtol:g}",
+    )
+    bottom.set_xlabel("step")
+    bottom.set_ylabel("relative difference")
+    rule = (
+        "Pass (exact tier): every loss bit-identical (no ×) and every export file equal."
+        if exact
+        else f"Pass (approximate tier): at most {t['fresh_train']['max_steps_out']} steps over rtol {rtol:g}."
+    )
+    table = md5_table(compare_files(g["export"]["files"], files), "golden md5")
+    return Picture(
+        plots.to_svg(fig) + table,
+        f"Top: this run's training loss against the golden's (nats per token), differing steps marked ×. "
+        f"Bottom: relative difference per step (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). "
+        f"Table: exports/fresh against the golden's export md5s. {rule} "
+        f"{len(marked)} of {len(steps)} steps differ.",
+    )
+
+
+def _token_matrix(ax, samples: list[dict[str, Any]]) -> None:
+    """Prompts x generated positions: green where both models chose the same token, red where not."""
+    width = max(max(len(s["ours"]), len(s["transformers"])) for s in samples)
+    grid = [
+        [
+            i < len(s["ours"]) and i < len(s["transformers"]) and s["ours"][i] == s["transformers"][i]
+            for i in range(width)
+        ]
+        for s in samples
+    ]
+    plots.agreement_grid(ax, grid)
+    for row, s in enumerate(samples):
+        if s["first_mismatch"] is not None:
+            ax.plot(s["first_mismatch"], row, marker="|", color="black", ms=14, mew=2)
+    ax.set_xlabel("generated token position")
+    ax.set_ylabel("prompt")
+    ax.set_yticks(range(len(samples)))
+    ax.set_title("greedy tokens: ours vs transformers")
+
+
+def closed_loop(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
+    c, n = r["check"], r["negative_control"]
+    atol = c["logits_atol"]
+    samples = c["samples"]
+    if not samples:
+        raise NoPicture("reports/closed_loop.json has no samples")
+    fig, (left, right) = plots.figure(1, 2, height=2.8)
+    names = [str(i) for i in range(len(samples))] + ["control"]
+    values = [s["logits_max_abs_diff"] for s in samples] + [n["logits_max_abs_diff"]]
+    plots.bars_against_limit(
+        left, names, values, atol, f"atol {atol:g}", expect_over=[False] * len(samples) + [True]
+    )
+    left.set_ylabel("max |logit ours − transformers|")
+    left.set_xlabel("prompt")
+    left.set_title(f"logits ({r['dtype']})")
+    _token_matrix(right, samples)
+    return Picture(
+        plots.to_svg(fig),
+        f"Left: largest absolute logit difference per prompt (logit units, log scale; 0 drawn at "
+        f"{plots.ZERO_FLOOR:g}) and the negative control ({n['perturbed_tensor']} perturbed), which must "
+        f"reach the line. Right: each generated token, green where transformers chose ours, red where not; "
+        f"a black bar marks where the outputs part. Pass: every prompt below atol {atol:g}, all green, "
+        f"the control over the line, and the export unchanged since it was verified.",
+    )
+
+
+def _non_finite(values: list[float]) -> list[int]:
+    return [i for i, v in enumerate(values) if not math.isfinite(v)]
+
+
+def finite(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    fig, (loss_ax, norm_ax) = plots.figure(1, 2, height=2.8)
+    drawn, bad = [], 0
+    for run in RUN_STAGE:
+        try:
+            m = run_metrics(a, run)
+        except StageNotRun:
+            continue
+        drawn.append(run)
+        eval_steps = [e["step"] for e in m["eval"] if not math.isfinite(e["loss"])]
+        for ax, values, extra in ((loss_ax, m["train_loss"], eval_steps), (norm_ax, m["grad_norm"], [])):
+            ax.plot([v if math.isfinite(v) else math.nan for v in values], lw=1, label=run)
+            for step in sorted({*_non_finite(values), *extra}):
+                ax.axvline(step, color=plots.BAD, lw=1.5)
+                bad += 1
+    if not drawn:
+        raise NoPicture("no training stage has run")
+    for ax, label in ((loss_ax, "train loss (nats/token)"), (norm_ax, "grad norm (before clipping)")):
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        plots.legend(ax)
+    loss_ax.set_title("loss per run")
+    norm_ax.set_title("gradient norm per run")
+    return Picture(
+        plots.to_svg(fig),
+        f"Training loss and gradient norm of every run ({', '.join(drawn)}); a red vertical line marks "
+        f"each step with a NaN or Inf (train loss, eval loss or grad norm): {bad} here. Pass: no red line.",
+    )
+
+
+def _throughput_panel(ax, s: dict[str, Any]) -> list[str]:
+    """tokens/s per world and launcher, whiskers from the slowest to the fastest window."""
+    missing = []
+    for launcher, by_world in sorted(s["results"].items()):
+        missing += [f"{launcher} world {w}" for w in s["worlds"] if str(w) not in by_world]
+        worlds = sorted(int(w) for w in by_world)
+        rows = [by_world[str(w)] for w in worlds]
+        tps = [r["tokens_per_s"] for r in rows]
+        # max(0, ...): a hand-edited table may put tokens/s outside its windows; draw it, don't fail
+        low = [max(0.0, t - min(r["windows"], default=t)) for t, r in zip(tps, rows, strict=True)]
+        high = [max(0.0, max(r["windows"], default=t) - t) for t, r in zip(tps, rows, strict=True)]
+        ax.errorbar(worlds, tps, yerr=[low, high], marker="o", capsize=3, label=launcher)
+    ax.set_xlabel("world (ranks)")
+    ax.set_ylabel("tokens/s (median window)")
+    ax.set_xticks(s["worlds"])
+    ax.set_title("throughput")
+    plots.legend(ax)
+    return missing
+
+
+def scaling(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    s = a.json("bench/scaling.json", "scaling.schema.json", "scaling")
+    profile = t["scaling"].get(s["profile"])
+    if profile is None:
+        raise NoPicture(f"profile {s['profile']!r} has no floors in params.yaml gates.scaling")
+    floors = {int(w): f for w, f in profile["floors"].items()}
+    fig, (left, right) = plots.figure(1, 2, height=2.9)
+    missing = _throughput_panel(left, s)
+    for launcher, by_world in sorted(s["results"].items()):
+        worlds = sorted(int(w) for w in by_world)
+        speedups = [by_world[str(w)]["speedup"] for w in worlds]
+        right.plot(worlds, speedups, "o-", label=launcher)
+        low = [(w, x) for w, x in zip(worlds, speedups, strict=True) if w in floors and x < floors[w]]
+        if low:
+            right.plot(*zip(*low, strict=True), "x", color=plots.BAD, ms=10, mew=2)
+    right.plot(
+        sorted(floors),
+        [floors[w] for w in sorted(floors)],
+        "_",
+        color=plots.LIMIT,
+        ms=24,
+        mew=2.5,
+        label="floor",
+    )
+    right.plot(s["worlds"], s["worlds"], ":", color="#9e9e9e", label="linear")
+    right.set_xlabel("world (ranks)")
+    right.set_ylabel("speedup over world 1 (×)")
+    right.set_xticks(s["worlds"])
+    for ax in (left, right):
+        ax.set_xlim(min(s["worlds"]) - 0.4, max(s["worlds"]) + 0.4)
+    right.set_title(f"speedup ({s['profile']} profile)")
+    plots.legend(right)
+    gone = f" Missing from the table: {', '.join(missing)}." if missing else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Left: tokens per second per world and launcher on {s['device']} (median window; whiskers: "
+        f"slowest to fastest window). Right: speedup over world 1 against its floor (orange bars), "
+        f"below-floor points marked ×. Pass: every world measured for each launcher, every speedup on or "
+        f"above its floor, thread and proc within {100 * profile['band']:.0f}% of each other.{gone}",
+    )
+
+
+PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
+    "loss_match": loss_match,
+    "launcher_parity": launcher_parity,
+    "cross_rank": cross_rank,
+    "export_md5": export_md5,
+    "fresh_train": fresh_train,
+    "closed_loop": closed_loop,
+    "finite": finite,
+    "scaling": scaling,
+}
+
+
+def draw(gate_id: str, a: Artifacts, t: Thresholds) -> Picture | None:
+    """The gate's picture; None for a gate this module does not know (a generic card)."""
+    fn = PICTURES.get(gate_id) or PICTURES.get(gate_id.split(".", 1)[0])
+    if fn is None:
+        return None
+    try:
+        return fn(a, gate_id, t)
+    except StageNotRun as e:
+        raise NoPicture(str(e)) from None
+    except (ArtifactError, ValidationError, RegistryError) as e:
+        raise NoPicture(f"artifact unreadable: {e}") from None
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise NoPicture(f"cannot draw from these artifacts ({type(e).__name__}: {e})") from None

@@ -1,0 +1,222 @@
+"""perf.throughput and perf.memory: real runs, a real baseline, a real injected slowdown and allocation.
+
+The runs are real training processes (tiny config). Every step sleeps a fixed time through the
+XTRAIN_PERF_FAULT test hook: the baseline 50 ms, the slow run 400 ms. The sleep dominates the tiny
+step, so the window spread (measured 32-55% under a load average of 16 on this 2-core box) stays
+below the 8x slowdown, and the test judges the gate, not the machine. The allocation is 400 MiB held through the run (RSS of a
+tiny run is ~0.5 GiB). Noise, non-finite windows and the H200 targets use doctored metrics files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, TinyData, tiny_cli
+from gates.__main__ import main as gates_main
+from gates.perf import StagePerf, memory_check, throughput_check
+from registry.__main__ import main as registry_main
+
+RUN = (
+    "train.cpu_threads=1",
+    "train.steps=24",
+    "train.log_every=4",
+    "train.eval_every=12",
+    "train.ckpt_every=24",
+)
+TEST_CPU = {"throughput": "judge", "noise_bound": 0.8, "min_band": 0.1, "memory_growth": 0.2}
+REASON = "baseline for the perf gate tests"
+
+
+def train(data: TinyData, root: Path, launcher: str, fault: str) -> None:
+    env = {**os.environ, "XTRAIN_PERF_FAULT": fault}
+    cmd = [sys.executable, "-m", "xtrain.launch", launcher, *tiny_cli(data, root / "runs" / launcher, *RUN)]
+    if launcher == "thread":
+        cmd += ["--world", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def bless(root: Path, *extra: str) -> int:
+    return registry_main(
+        ["--root", str(root / "registry"), "bless", "--perf", "--runs", str(root / "runs"), *extra]
+    )
+
+
+@pytest.fixture(scope="module")
+def tree(tiny_data: TinyData, tmp_path_factory) -> Path:
+    """single and thread runs with a blessed baseline; train@proc never ran (per dvc.lock)."""
+    root = tmp_path_factory.mktemp("perf")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["gates"]["perf"]["cpu"] = TEST_CPU
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / "dvc.lock").write_text(
+        yaml.safe_dump({"schema": "2.0", "stages": {"train_single": {}, "train@thread": {}}})
+    )
+    train(tiny_data, root, "single", "sleep_ms=50")
+    train(tiny_data, root, "thread", "sleep_ms=50")
+    assert bless(root, "--reason", REASON) == 0
+    return root
+
+
+@pytest.fixture()
+def work(tree: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "tree"
+    shutil.copytree(tree, dest)
+    return dest
+
+
+def check(root: Path) -> tuple[int, dict[str, dict]]:
+    code = gates_main(["--root", str(root), "check", "--only", "perf"])
+    report = json.loads((root / "reports" / "gates.json").read_text())
+    return code, {g["id"]: g for g in report["gates"]}
+
+
+def set_cpu_profile(root: Path, **values: object) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["gates"]["perf"]["cpu"].update(values)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def edit_windows(path: Path, seconds: list[float]) -> None:
+    m = json.loads(path.read_text())
+    for w, s in zip(m["perf"]["windows"], seconds, strict=False):
+        w["seconds"] = s
+    path.write_text(json.dumps(m))
+
+
+def test_metrics_record_raw_windows_and_peak_memory_per_rank(tree: Path) -> None:
+    single = json.loads((tree / "runs/single/metrics.json").read_text())["perf"]
+    thread = json.loads((tree / "runs/thread/metrics.json").read_text())["perf"]
+    assert [w["steps"] for w in single["windows"]] == [4] * 6 and single["warmup_windows"] == 1
+    assert all(w["seconds"] >= 4 * 0.050 for w in single["windows"])  # the hook's sleep is inside the window
+    assert single["peak_memory"]["kind"] == "cpu_max_rss" and single["peak_memory"]["scope"] == "rank"
+    assert [r["rank"] for r in thread["peak_memory"]["per_rank"]] == [0, 1]
+    assert thread["peak_memory"]["scope"] == "process"  # ranks share the process: one RSS, said so
+
+
+def test_the_blessed_runs_pass_both_gates(work: Path) -> None:
+    set_cpu_profile(work, noise_bound=10.0)  # identical data: the verdict must not hang on this box's load
+    code, g = check(work)
+    assert code == 0, {k: v["message"] for k, v in g.items()}
+    assert g["perf.throughput"]["status"] == "pass" and g["perf.memory"]["status"] == "pass"
+    assert "single +0.0%" in g["perf.throughput"]["measured"]
+    assert "proc: stage train@proc has not run" in g["perf.memory"]["message"]
+    assert "ranks share one process" in g["perf.memory"]["message"]
+
+
+def test_an_injected_slowdown_fails_throughput(work: Path, tiny_data: TinyData) -> None:
+    train(tiny_data, work, "single", "sleep_ms=400")
+    code, g = check(work)
+    t = g["perf.throughput"]
+    assert code == 1 and t["status"] == "fail", t["message"]
+    assert "single: slower than the band" in t["message"] and "thread:" in t["message"]
+
+
+def test_an_injected_allocation_fails_memory(work: Path, tiny_data: TinyData) -> None:
+    train(tiny_data, work, "single", "hold_mb=400")
+    code, g = check(work)
+    m = g["perf.memory"]
+    assert code == 1 and m["status"] == "fail", m["message"]
+    assert "single: grew over the limit: rank 0 peak" in m["message"]
+
+
+def test_a_noisy_measurement_is_inconclusive_never_a_pass(work: Path) -> None:
+    m = json.loads((work / "runs/single/metrics.json").read_text())
+    base = sorted(w["seconds"] for w in m["perf"]["windows"][1:])[2]
+    # the baseline's median window, one steady window 10x slower: spread 90% > 60%, no slowdown
+    edit_windows(work / "runs/single/metrics.json", [base, base, base, base, base, 10 * base])
+    set_cpu_profile(work, noise_bound=0.6, min_band=0.95)
+    code, g = check(work)
+    t = g["perf.throughput"]
+    assert code == 1 and t["status"] == "inconclusive", t["message"]
+    assert "single: too noisy to judge" in t["message"] and "quiet machine" in t["message"]
+
+
+def test_a_non_finite_window_fails(work: Path) -> None:
+    edit_windows(work / "runs/thread/metrics.json", [0.1, 0.1, 0.0])
+    code, g = check(work)
+    assert code == 1 and g["perf.throughput"]["status"] == "fail"
+    assert "non-finite" in g["perf.throughput"]["message"]
+
+
+def test_no_baseline_is_skip_with_the_bless_command(work: Path) -> None:
+    shutil.rmtree(work / "registry" / "baselines")
+    _, g = check(work)
+    for gid in ("perf.throughput", "perf.memory"):
+        assert g[gid]["status"] == "skip"
+        assert "no perf baseline for environment cpu-" in g[gid]["message"]
+        assert "python -m registry bless --perf --reason" in g[gid]["message"]
+
+
+def test_a_changed_config_is_not_compared(work: Path) -> None:
+    for launcher in ("single", "thread"):
+        p = work / "runs" / launcher / "metrics.json"
+        m = json.loads(p.read_text())
+        m["config_hash"] = "0123456789abcdef"
+        p.write_text(json.dumps(m))
+    _, g = check(work)
+    assert g["perf.throughput"]["status"] == "skip"
+    assert "config_hash 0123456789abcdef differs from the baseline's" in g["perf.throughput"]["message"]
+
+
+def test_bless_needs_a_reason_never_rewrites_and_shows_the_diff(work: Path, tiny_data, capsys) -> None:
+    assert bless(work, "--reason", "short") == 2
+    assert bless(work, "--reason", REASON) == 0
+    assert "identical to v1: nothing to bless" in capsys.readouterr().out
+    train(tiny_data, work, "single", "hold_mb=400")
+    assert bless(work, "--reason", "the allocation is intended") == 0
+    out = capsys.readouterr().out
+    assert "diff from cpu-" in out and "v1" in out and "->" in out and "v2.json" in out
+    env_dir = next((work / "registry" / "baselines").iterdir())
+    assert sorted(p.name for p in env_dir.iterdir()) == ["v1.json", "v2.json"]
+    _, g = check(work)
+    assert g["perf.memory"]["status"] == "pass" and "v2" in g["perf.memory"]["message"]
+
+
+def test_a_hand_broken_baseline_is_a_one_line_schema_error(work: Path, capsys) -> None:
+    path = next((work / "registry" / "baselines").iterdir()) / "v1.json"
+    data = json.loads(path.read_text())
+    data["stages"]["single"]["perf"]["windows"][0]["seconds"] = "fast"
+    path.chmod(0o644)
+    path.write_text(json.dumps(data))
+    assert registry_main(["--root", str(work / "registry"), "validate"]) == 2
+    assert "v1.json: stages.single.perf.windows[0].seconds" in capsys.readouterr().err
+    code, _ = check(work)
+    assert code == 2
+
+
+def test_the_default_cpu_policy_skips_throughput_with_the_reason_and_judges_memory(work: Path) -> None:
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["gates"]["perf"]["cpu"] = yaml.safe_load((REPO / "params.yaml").read_text())["gates"]["perf"][
+        "cpu"
+    ]
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    _, g = check(work)
+    assert (
+        g["perf.throughput"]["status"] == "skip" and "too large to judge" in g["perf.throughput"]["message"]
+    )
+    assert g["perf.memory"]["status"] == "pass"
+
+
+def _stage(rates: list[float], peak: float) -> StagePerf:
+    return StagePerf("single", "cuda-x", 1, "h", rates, [peak], "cuda_max_memory_allocated", "rank")
+
+
+def test_h200_targets_a_15_percent_slowdown_and_a_10_percent_growth_fail() -> None:
+    cuda = yaml.safe_load((REPO / "params.yaml").read_text())["gates"]["perf"]["cuda"]
+    base = _stage([100.0, 103.0, 98.0, 101.0, 99.0, 102.0, 97.0], 10e9)  # 6% spread
+    assert throughput_check(_stage(base.rates, 10e9), base, cuda)[0] == "pass"
+    slow = _stage([r * 0.85 for r in base.rates], 10e9)
+    assert throughput_check(slow, base, cuda)[0] == "fail"
+    noisy = _stage([100.0, 120.0, 90.0, 101.0, 99.0, 102.0, 97.0], 10e9)  # 30% spread, no slowdown
+    assert throughput_check(noisy, base, cuda)[0] == "inconclusive"
+    assert memory_check(_stage(base.rates, 11e9), base, cuda)[0] == "fail"
+    assert memory_check(_stage(base.rates, 10.2e9), base, cuda)[0] == "pass"

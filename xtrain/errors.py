@@ -1,0 +1,79 @@
+"""One error path for every command line (torch-free).
+
+A known failure is one line on stderr, `error: FILE: KEY: problem (rule: ...); next: what to do`,
+and a non-zero exit; the traceback is printed only with XTRAIN_DEBUG=1. An unknown exception is a
+bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import ParamSpec
+
+DEBUG_ENV = "XTRAIN_DEBUG"
+
+P = ParamSpec("P")
+
+
+class XtrainError(Exception):
+    """A known failure; str(err) is one line naming the file (and key) and, if known, the next step."""
+
+    exit_code = 1
+
+
+class FileWriteError(XtrainError):
+    """Writing an artifact failed (full disk, permissions, file size limit): the file is named."""
+
+    def __init__(self, path: object, err: OSError) -> None:
+        self.path, self.errno = str(path), err.errno
+        code = errno.errorcode.get(err.errno or 0, "?")
+        super().__init__(
+            f"{path}: cannot write: {err.strerror or err} ({code}); "
+            "next: free space or fix permissions, then re-run (the previous file is unchanged)"
+        )
+
+
+def debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def one_line(err: BaseException) -> str:
+    """The message of a known failure, on one line (library messages can span several)."""
+    if isinstance(err, OSError) and not isinstance(err, XtrainError) and err.filename is not None:
+        code = errno.errorcode.get(err.errno or 0, "?")
+        return f"{err.filename}: {err.strerror} ({code})"
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
+
+
+def exit_code(err: BaseException) -> int:
+    return getattr(err, "exit_code", 1)
+
+
+def report(err: BaseException, prefix: str = "") -> int:
+    """Print a known failure as one line (traceback first with XTRAIN_DEBUG=1); return the exit code."""
+    if debug():
+        traceback.print_exception(err)
+    print(f"error: {prefix}{one_line(err)}", file=sys.stderr, flush=True)
+    return exit_code(err)
+
+
+KNOWN: tuple[type[BaseException], ...] = (XtrainError, OSError)
+
+
+def cli(main: Callable[P, int]) -> Callable[P, int]:
+    """Decorate a command's main(): known failures become one line and their exit code."""
+
+    @functools.wraps(main)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except KNOWN as e:
+            return report(e)
+
+    return wrapper

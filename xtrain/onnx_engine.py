@@ -1,0 +1,107 @@
+"""ONNX Runtime as a second, independent engine for the closed loop.
+
+    python -m xtrain.onnx_engine EXPORT OUT.onnx      # the export as an ONNX graph (input_ids -> logits)
+
+transformers loads the export (fp32 compute: a bf16 export's weights are widened exactly) and
+`torch.onnx.export(..., dynamo=True)` turns it into a graph with dynamic batch and sequence
+dimensions (the example input has batch 2: with batch 1 the exporter fixes that dimension).
+`optimize=False` keeps the parameters as named initializers (`model.layers.0.mlp.down_proj.weight`),
+so the negative control can perturb one by name; onnxruntime applies its own graph optimizations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+INPUT, OUTPUT = "input_ids", "logits"
+PREFIX = "hf."  # the wrapper's attribute name: initializers are PREFIX + the export's tensor names
+
+
+class _Logits(torch.nn.Module):
+    def __init__(self, hf: Any) -> None:
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.hf(input_ids=input_ids, use_cache=False).logits
+
+
+def onnx_bytes(export_dir: Path) -> bytes:
+    """The export as a serialized ONNX model (fp32 compute)."""
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(export_dir, local_files_only=True, dtype=torch.float32)
+    model = _Logits(hf).eval()
+    example = torch.zeros((2, 8), dtype=torch.long)
+    dims = {INPUT: {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
+    program = torch.onnx.export(
+        model,
+        (example,),
+        dynamo=True,
+        input_names=[INPUT],
+        output_names=[OUTPUT],
+        dynamic_shapes=dims,
+        optimize=False,
+        verbose=False,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        program.save(path, external_data=False)
+        return path.read_bytes()
+
+
+def perturbed(model_bytes: bytes, tensor: str) -> bytes:
+    """The same graph with initializer `tensor` scaled by 1.5 and shifted by 0.05."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(model_bytes)
+    for i, init in enumerate(model.graph.initializer):
+        if init.name == PREFIX + tensor:
+            arr = numpy_helper.to_array(init)
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(arr * 1.5 + 0.05, init.name))
+            return model.SerializeToString()
+    raise KeyError(f"negative control: {tensor} is not an initializer of the ONNX graph")
+
+
+class OnnxEngine:
+    """An onnxruntime CPU session; called like our model: ids [B, T] -> logits [B, T, V] (float32)."""
+
+    def __init__(self, model_bytes: bytes) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1  # one thread: reproducible reductions, and the box is shared
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        (logits,) = self.session.run([OUTPUT], {INPUT: ids.numpy().astype(np.int64)})
+        return torch.from_numpy(logits)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m xtrain.onnx_engine",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("export_dir")
+    ap.add_argument("out", help="the .onnx file to write")
+    args = ap.parse_args(argv)
+    from xtrain.fileio import atomic_write_bytes
+
+    atomic_write_bytes(args.out, onnx_bytes(Path(args.export_dir)))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
