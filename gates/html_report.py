@@ -38,20 +38,6 @@ code{font-size:12px}
 """
 
 
-class ReadOnce(Artifacts):
-    """Artifacts that parse and validate each JSON file once per page (several pictures read
-    runs/single/metrics.json)."""
-
-    def __init__(self, root: Path, lock: DvcLock) -> None:
-        super().__init__(root, lock)
-        self.cache: dict[tuple[str, str], Any] = {}
-
-    def json(self, rel: str, schema: str, stage: str) -> Any:
-        if (rel, schema) not in self.cache:
-            self.cache[rel, schema] = super().json(rel, schema, stage)
-        return self.cache[rel, schema]
-
-
 def _anchor(gate_id: str) -> str:
     return "gate-" + "".join(c if c.isalnum() else "-" for c in gate_id)
 
@@ -96,11 +82,17 @@ def _card(g: dict[str, Any], a: Artifacts, thresholds: dict[str, Any], labels: d
 
 
 def render(
-    report: dict[str, Any], root: Path, thresholds: dict[str, Any], labels: dict[str, str] | None = None
+    report: dict[str, Any],
+    root: Path,
+    thresholds: dict[str, Any],
+    labels: dict[str, str] | None = None,
+    params: Any = None,
 ) -> str:
     """The page for a gates report, drawn from the artifacts under `root`; `labels`: the catalogue's
-    threshold text per gate, shown where the report has a bare number."""
-    artifacts = ReadOnce(root, DvcLock.read(root))
+    threshold text per gate, shown where the report has a bare number; `params`: the resolved params
+    the gates judged against (the pictures select goldens and versions the way the gates do)."""
+    # Artifacts validates each file once per page (its cache), although several pictures read it.
+    artifacts = Artifacts(root, DvcLock.read(root), params)
     gates = by_severity(report["gates"])
     code = report["exit_code"]
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
