@@ -41,10 +41,15 @@ NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())")
 if [ "$PROFILE" = gpu ] && [ "$NGPU" -lt 1 ]; then echo "no CUDA device visible"; exit 2; fi
 WORLD=$(( NGPU > 0 ? NGPU : 2 ))
 
-step "GPU smoke tests (stop early if CUDA paths are broken; serial: they share the GPUs)"
-python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda.py $(ls tests/test_ddp_gate_cuda.py 2>/dev/null) \
-  2>&1 | tail -8 | tee "$ART/smoke.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || { fail "CUDA smoke tests"; exit 1; }
+step "GPU smoke tests (serial: they share the GPUs; stop early if the CUDA paths are broken)"
+smoke=0
+[ "${NIGHTLY_SMOKE:-1}" = 1 ] && { python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_cuda.py \
+  > "$ART/smoke.log" 2>&1 || smoke=$?; }
+# The DDP gate's CUDA controls judge the gate itself: reported, and the pipeline still runs.
+[ "${NIGHTLY_DDP_CUDA:-1}" = 1 ] && [ -f tests/test_ddp_gate_cuda.py ] && { python3 -m pytest -q -s -p no:cacheprovider --tb=short \
+  tests/test_ddp_gate_cuda.py > "$ART/ddp-gate-cuda.log" 2>&1 || fail "DDP gate CUDA tests (ddp-gate-cuda.log)"; }
+tail -3 "$ART/smoke.log" "$ART/ddp-gate-cuda.log" 2>/dev/null | tee "$ART/smoke.txt"
+[ "$smoke" -eq 0 ] || { fail "CUDA smoke tests (smoke.log)"; exit 1; }
 
 step "profile $PROFILE, world $WORLD for both launchers"
 python3 -m xtrain.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" "launchers.proc.world=$WORLD" || exit 2
@@ -52,9 +57,12 @@ python3 -m xtrain.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" 
 # The rest of the suite needs no GPU: it runs on the runner's spare cores beside the GPU pipeline
 # (DDP tests serially in their xdist group), so the nightly waits for the slower of the two.
 step "tests in the background (CPU only)"
-CUDA_VISIBLE_DEVICES="" python3 -m pytest -n "${NIGHTLY_TEST_WORKERS:-8}" --dist loadgroup -q -p no:cacheprovider \
-  --ignore=tests/test_cuda.py --ignore=tests/test_ddp_gate_cuda.py > "$ART/tests.log" 2>&1 &
-tests_pid=$!
+tests_pid=""
+if [ "${NIGHTLY_TESTS:-1}" = 1 ]; then
+  CUDA_VISIBLE_DEVICES="" python3 -m pytest -n "${NIGHTLY_TEST_WORKERS:-8}" --dist loadgroup -q -p no:cacheprovider \
+    --ignore=tests/test_cuda.py --ignore=tests/test_ddp_gate_cuda.py > "$ART/tests.log" 2>&1 &
+  tests_pid=$!
+fi
 
 step "dvc repro tokenizer (the determinism probe trains on its tokens)"
 $DVC repro tokenizer 2>&1 | tail -2
@@ -63,7 +71,8 @@ $DVC repro tokenizer 2>&1 | tail -2
 # cuda:0 (bitwise equal on two GPUs of one model is also what a golden from another machine needs).
 step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
 ( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) python3 -m pipeline.train single --run-dir runs/rerun \
-    && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m xtrain.config get export.dtype)" ) \
+    && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m xtrain.config get export.dtype)" \
+       --name "$(python3 -m xtrain.config get export.pinned_model)-fresh" ) \
   > "$ART/rerun.log" 2>&1 &
 probe_pid=$!
 { time $DVC repro train_single; } 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -4
@@ -92,10 +101,11 @@ print(f"two fresh runs (cuda:0, cuda:last): export md5 {'IDENTICAL' if same else
       f"losses: {len(diff)} of {len(la)} steps differ")
 PYEOF
 
-step "tests: waiting for the background suite"
-wait $tests_pid; tests_status=$?
-tail -15 "$ART/tests.log" | tee "$ART/tests.txt"
-[ "$tests_status" -eq 0 ] || fail "tests"
+if [ -n "$tests_pid" ]; then
+  step "tests: waiting for the background suite"
+  wait "$tests_pid" || fail "tests (tests.log)"
+  tail -15 "$ART/tests.log" | tee "$ART/tests.txt"
+fi
 
 if [ "$BENCH" = 1 ] && [ "$NGPU" -ge 1 ]; then
   step "benchmark: harness vs plain PyTorch, reference and large configs"

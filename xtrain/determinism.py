@@ -47,14 +47,14 @@ def configure(deterministic: bool, device_type: str) -> dict[str, object]:
             applied["cublas_workspace_config"] = os.environ["CUBLAS_WORKSPACE_CONFIG"]
             torch.backends.cudnn.deterministic = True
             torch.backends.cudnn.benchmark = False
-            # SDPA's cuDNN backend has no deterministic backward in PyTorch (it warns and runs the
-            # non-deterministic one); flash and memory-efficient attention switch to deterministic
-            # backward kernels under use_deterministic_algorithms, so cuDNN is left out.
+            # SDPA's cuDNN backend has no deterministic backward in PyTorch; flash and memory-efficient
+            # attention switch to deterministic backward kernels, but only in strict mode (with
+            # warn_only they warn and run the non-deterministic kernel: seen on an H200, torch 2.11).
             torch.backends.cuda.enable_cudnn_sdp(False)
             applied["sdpa_backends"] = "flash, efficient, math (cudnn off: non-deterministic backward)"
-        # warn_only on CUDA: an op without a deterministic kernel warns instead of stopping the run;
-        # the fresh_train gate's tier (exact or approximate) is what decides if that matters.
-        torch.use_deterministic_algorithms(True, warn_only=device_type == "cuda")
+        # Strict on every device: an op without a deterministic kernel stops the run with its name
+        # rather than silently moving the bits a golden's exact tier relies on.
+        torch.use_deterministic_algorithms(True)
     else:
         torch.use_deterministic_algorithms(False)
     if device_type == "cuda":
