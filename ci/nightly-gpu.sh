@@ -62,12 +62,13 @@ python3 -m xtrain.launch single --run-dir runs/rerun > "$ART/rerun.log" 2>&1 \
   && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m xtrain.config get export.dtype)" > /dev/null \
   && python3 - <<'EOF' | tee "$ART/determinism.txt"
 import json
+from contracts.numbers import max_rel
 a = json.load(open("exports/fresh/manifest.json"))["files"]
 b = json.load(open("exports/rerun/manifest.json"))["files"]
 la = json.load(open("runs/single/metrics.json"))["train_loss"]
 lb = json.load(open("runs/rerun/metrics.json"))["train_loss"]
 diff = [i for i, (x, y) in enumerate(zip(la, lb)) if x != y]
-rel = max((abs(x - y) / abs(x) for x, y in zip(la, lb)), default=0.0)
+rel = max_rel(lb, la)
 same = all(a[k]["md5"] == b[k]["md5"] for k in a)
 print(f"two fresh runs: export md5 {'IDENTICAL' if same else 'DIFFERENT'} "
       f"(model.safetensors {a['model.safetensors']['md5']} vs {b['model.safetensors']['md5']}); "

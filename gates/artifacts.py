@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts import artifacts as contract
+from contracts.fileio import md5_file
+from contracts.validate import ValidationError
 from gates.dvclock import DvcLock
 from xtrain.config import Params
-from xtrain.fileio import md5_file
-from xtrain.validate import ValidationError, load_json, load_schema
 
 
 class ArtifactError(Exception):
@@ -88,17 +89,20 @@ class Artifacts:
             )
         return md5
 
-    def json(self, rel: str, schema: str, stage: str) -> Any:
-        """The validated content (gates only read it); checked against dvc.lock and for non-finite numbers."""
+    def json(self, rel: str, schema: str, stage: str, finite: bool = True) -> Any:
+        """The validated content (gates only read it); checked against dvc.lock and for non-finite numbers.
+
+        finite=False skips the non-finite check, for reading a label (an env id) off a diverged run.
+        """
         path = self._require(rel, stage)
         key = (rel, schema, self.record(rel, path))
         if key not in self.validated:
             try:
-                self.validated[key] = load_json(str(path), load_schema("gates", schema))
+                self.validated[key] = contract.read(contract.kind_of_schema(schema), path)
             except ValidationError as e:
                 raise ArtifactError(str(e).replace(str(path), rel, 1)) from None
         data = self.validated[key]
-        bad = nonfinite(data)
+        bad = nonfinite(data) if finite else []
         if bad:
             raise NonFinite(
                 f"{rel}: {bad[0]}" + (f" ({len(bad)} non-finite numbers)" if len(bad) > 1 else "")

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from contracts.validate import ValidationError
 from gates import goldens, plots
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
 from gates.export import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
 from registry.store import RegistryError, check_export, compare_files
-from xtrain.validate import ValidationError
 
 Thresholds = dict[str, Any]
 

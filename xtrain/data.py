@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from contracts.validate import ValidationError
 from xtrain.determinism import derive_seed
-from xtrain.validate import ValidationError
 
 
 @dataclass

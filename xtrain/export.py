@@ -28,11 +28,12 @@ import numpy as np
 import torch
 from safetensors.torch import save
 
+from contracts import artifacts
+from contracts.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
 from xtrain.config import ModelConfig
 from xtrain.corpus import EOT
-from xtrain.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.gguf_export import write_gguf
 from xtrain.model_card import model_card
 
@@ -217,6 +218,7 @@ def export(
             "n_tensors": len(tensors),
             "n_params": sum(t.numel() for t in tensors.values()),
         }
+        artifacts.check("manifest", manifest, Path(out_dir) / "manifest.json")
         (tmp / "manifest.json").write_bytes(canonical_json(manifest).encode())
     return manifest
 

@@ -80,15 +80,14 @@ def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[flo
 
 def rank_main(argv: list[str]) -> int:
     """Entry for one measured process (a thread launcher, or one torchrun worker)."""
-    from xtrain.config import load_params
-    from xtrain.fileio import atomic_write_json
+    from contracts.fileio import atomic_write_json
+    from xtrain.config import add_params_args, load_params
     from xtrain.launch import build_spec, run_proc_rank, run_threads
 
     ap = argparse.ArgumentParser(prog="python -m xtrain.scaling rank")
     ap.add_argument("launcher", choices=["thread", "proc"])
     ap.add_argument("--world", type=int, default=1)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    add_params_args(ap)
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--result", required=True)
@@ -165,7 +164,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         f"seq {result['seq_len']}, {result['precision']}"
     )
     fig.tight_layout()
-    from xtrain.fileio import atomic_write_bytes
+    from contracts.fileio import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
@@ -194,16 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["rank"]:
         return rank_main(argv[1:])
-    from xtrain.config import load_params
-    from xtrain.fileio import atomic_write_json
+    from contracts import artifacts
+    from xtrain.config import add_params_args, load_params
 
     ap = argparse.ArgumentParser(
         prog="python -m xtrain.scaling",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_params_args(ap)
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
     ap.add_argument("--out", default="bench")
@@ -244,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": summarise(rates),
     }
     out = Path(args.out)
-    atomic_write_json(out / "scaling.json", result)
+    artifacts.write("scaling", out / "scaling.json", result)
     plot(result, out / "scaling.png")
     print_table(result)
     return 0

@@ -18,6 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contracts import artifacts
+from contracts.errors import XtrainError
+from contracts.fileio import atomic_write_text
 from xtrain import faults, perf_hooks
 from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.checkpoint_dir import CheckpointDir
@@ -25,8 +28,6 @@ from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, micro_batches
 from xtrain.determinism import derive_seed
-from xtrain.errors import XtrainError
-from xtrain.fileio import atomic_write_json, atomic_write_text
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
 from xtrain.peak_memory import peak_bytes, peak_record
@@ -394,8 +395,8 @@ def summary(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
     run_dir = Path(run_dir)
-    atomic_write_json(run_dir / "metrics.json", metrics)
-    atomic_write_json(run_dir / "summary.json", summary(metrics))
+    artifacts.write("metrics", run_dir / "metrics.json", metrics)
+    artifacts.write("summary", run_dir / "summary.json", summary(metrics))
     rows = ["step,loss"] + [f"{i},{v!r}" for i, v in enumerate(metrics["train_loss"])]
     atomic_write_text(run_dir / "loss.csv", "\n".join(rows) + "\n")
     rows = ["step,val_loss"] + [f"{e['step']},{e['loss']!r}" for e in metrics["eval"]]

@@ -30,15 +30,16 @@ from typing import Any
 
 import torch
 
+from contracts import artifacts
+from contracts.fileio import md5_file
+from contracts.validate import load_json
 from xtrain.checkpoint import load_model_tensors, load_weights, read_state
 from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.config import ModelConfig
 from xtrain.corpus import load_split
 from xtrain.export import DTYPES
-from xtrain.fileio import atomic_write_json, md5_file
 from xtrain.model import Transformer
 from xtrain.onnx_engine import OnnxEngine, onnx_bytes, perturbed
-from xtrain.validate import load_json
 
 REPORT_FORMAT = "xtrain-closed-loop/2"
 PERTURBED_TENSOR = "model.layers.0.mlp.down_proj.weight"
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         args.new_tokens,
         {"fp32": args.atol_fp32, "bf16": args.atol_bf16},
     )
-    atomic_write_json(args.report, report)
+    artifacts.write("closed_loop", args.report, report)
     print_summary(report)
     return 0 if report["passed"] else 1
 

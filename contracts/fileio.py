@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xtrain.errors import FileWriteError
+from contracts.errors import FileWriteError
 
 
 def canonical_json(obj: Any) -> str:
