@@ -113,7 +113,10 @@ def write_formats(
         t0 = time.perf_counter()
         from gates import html_report  # matplotlib: imported only when a page is asked for
 
-        atomic_write_text(root / args.html, html_report.render(rep, root, thresholds, labels))
+        atomic_write_text(
+            root / args.html,
+            html_report.render(rep, root, thresholds, labels, load_params(root / args.params)),
+        )
         print(f"wrote {args.html} in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from gates import pictures
 from gates.artifacts import Artifacts, DvcLock
 from gates.ci_report import VERDICT, by_severity, short, threshold_text
+from xtrain.config import Params
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#212121;padding:0 16px}
@@ -42,13 +43,14 @@ class ReadOnce(Artifacts):
     """Artifacts that parse and validate each JSON file once per page (several pictures read
     runs/single/metrics.json)."""
 
-    def __init__(self, root: Path, lock: DvcLock) -> None:
-        super().__init__(root, lock)
+    def __init__(self, root: Path, lock: DvcLock, params: Params | None = None) -> None:
+        super().__init__(root, lock, params)
         self.cache: dict[tuple[str, str], Any] = {}
 
-    def json(self, rel: str, schema: str, stage: str) -> Any:
+    def json(self, rel: str, schema: str, stage: str, finite: bool = False) -> Any:
+        # a picture draws what is there, NaN included; the verdict on non-finite values is the gates'
         if (rel, schema) not in self.cache:
-            self.cache[rel, schema] = super().json(rel, schema, stage)
+            self.cache[rel, schema] = super().json(rel, schema, stage, finite=False)
         return self.cache[rel, schema]
 
 
@@ -96,11 +98,15 @@ def _card(g: dict[str, Any], a: Artifacts, thresholds: dict[str, Any], labels: d
 
 
 def render(
-    report: dict[str, Any], root: Path, thresholds: dict[str, Any], labels: dict[str, str] | None = None
+    report: dict[str, Any],
+    root: Path,
+    thresholds: dict[str, Any],
+    labels: dict[str, str] | None = None,
+    params: Params | None = None,
 ) -> str:
     """The page for a gates report, drawn from the artifacts under `root`; `labels`: the catalogue's
     threshold text per gate, shown where the report has a bare number."""
-    artifacts = ReadOnce(root, DvcLock.read(root))
+    artifacts = ReadOnce(root, DvcLock.read(root), params)  # params: the pictures re-run the gates' choices
     gates = by_severity(report["gates"])
     code = report["exit_code"]
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)

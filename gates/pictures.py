@@ -212,12 +212,9 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
 
 def _token_matrix(ax, samples: list[dict[str, Any]]) -> None:
     """Prompts x generated positions: green where both models chose the same token, red where not."""
-    width = max(max(len(s["ours"]), len(s["transformers"])) for s in samples)
+    width = max(max(len(s["ours"]), len(s["engine"])) for s in samples)
     grid = [
-        [
-            i < len(s["ours"]) and i < len(s["transformers"]) and s["ours"][i] == s["transformers"][i]
-            for i in range(width)
-        ]
+        [i < len(s["ours"]) and i < len(s["engine"]) and s["ours"][i] == s["engine"][i] for i in range(width)]
         for s in samples
     ]
     plots.agreement_grid(ax, grid)
@@ -232,7 +229,8 @@ def _token_matrix(ax, samples: list[dict[str, Any]]) -> None:
 
 def closed_loop(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
-    c, n = r["check"], r["negative_control"]
+    engine = r["engines"]["transformers"]  # the reference engine; the gate judges every engine
+    c, n = engine["check"], engine["negative_control"]
     atol = c["logits_atol"]
     samples = c["samples"]
     if not samples:
