@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,3 +180,19 @@ def gate_tree(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> 
     from gate_tree import build_tree
 
     return build_tree(tiny_data, tmp_path_factory.mktemp("tree"))
+
+
+def scratch_repo(dest: Path) -> Path:
+    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for rel in filter(None, (f.decode() for f in files)):
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    return dest

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from conftest import REPO, tiny_text
+from contracts.fileio import md5_file
 from xtrain.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
-from xtrain.tokenizer import encode_text, load_tokenizer, train_tokenizer
+from xtrain.tokenizer import encode_text, load_tokenizer, load_tokens, train_tokenizer
 
 
 def data_params(**kw) -> dict:
@@ -84,7 +85,40 @@ def test_byte_level_round_trip(tmp_path: Path) -> None:
     assert tok.decode(ids.tolist(), skip_special_tokens=False) == text
 
 
-def test_tokenizer_stage_writes_tokens(tmp_path: Path, tiny_data) -> None:
-    tok = load_tokenizer(tiny_data.tokenizer)
-    assert tok.get_vocab_size() == tiny_data.vocab_size
+def run_tokenizer_stage(data: Path, *sets: str) -> subprocess.CompletedProcess:
+    args = ["--params", str(REPO / "params.yaml"), "--data", str(data), "--set", "profile=cpu"]
+    args += [a for s in sets for a in ("--set", s)]
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.tokenizer", *args], cwd=REPO, capture_output=True, text=True
+    )
+
+
+def test_tokenizer_stage_writes_tokens(tmp_path: Path) -> None:
+    """The real stage command on a small corpus: its three files agree with each other and the text."""
+    src = tmp_path / "my.txt"
+    src.write_text(tiny_text(6000, seed=5))
+    meta = make_corpus(
+        data_params(source="file", path=str(src)), tmp_path / "corpus.txt", tmp_path / "corpus.json"
+    )
+    proc = run_tokenizer_stage(tmp_path, "tokenizer.vocab_size=300")
+    assert proc.returncode == 0, proc.stderr
+    tok = load_tokenizer(tmp_path / "tokenizer.json")
+    tokens = load_tokens(tmp_path / "tokens.safetensors")
+    summary = json.loads((tmp_path / "tokens.json").read_text())
+    assert tok.get_vocab_size() == summary["vocab_size"] == 300
     assert tok.token_to_id("<|endoftext|>") == 0
+    assert summary["tokenizer_md5"] == md5_file(tmp_path / "tokenizer.json")
+    assert (summary["train_tokens"], summary["val_tokens"]) == (
+        tokens["train"].numel(),
+        tokens["val"].numel(),
+    )
+    text = (tmp_path / "corpus.txt").read_text()
+    cut = meta["split"]["train"]["end"]
+    assert tok.decode(tokens["train"].tolist(), skip_special_tokens=False) == text[:cut]
+    assert tok.decode(tokens["val"].tolist(), skip_special_tokens=False) == text[cut:]
+
+
+def test_tokenizer_stage_without_a_corpus_fails_in_one_line(tmp_path: Path) -> None:
+    proc = run_tokenizer_stage(tmp_path)
+    assert proc.returncode != 0 and not (tmp_path / "tokens.safetensors").exists()
+    assert "corpus.json" in proc.stderr.strip().splitlines()[-1]

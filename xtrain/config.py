@@ -244,6 +244,19 @@ def check_cross_fields(p: dict[str, Any], source: str) -> None:
             )
 
 
+def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> None:
+    """World sizes have one route, the top-level keys: `config set`, `--set` and `dvc exp run -S`
+    all write there, so a profile that set them would silently win over all three (docs/world-sizes.md)."""
+    for launcher in ("thread", "proc"):
+        if section == "launchers" and "world" in (body.get(launcher) or {}):
+            raise ValidationError(
+                source,
+                f"profiles.{name}.launchers.{launcher}.world",
+                "a profile may not set a world size",
+                f"set launchers.{launcher}.world at the top level (python -m xtrain.config set launchers.{launcher}.world=N)",
+            )
+
+
 def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, ...] = ()) -> Params:
     """Apply the profile and overrides to a loaded params dict, validate, and return Params."""
     schema = load_schema("params.schema.json")
@@ -267,6 +280,7 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
                 )
             section_schema = {**partial, **partial["$defs"][section]}
             validate(body, section_schema, f"{source} (profiles.{name}.{section})", strict=True)
+            _refuse_profile_worlds(name, section, body, source)
     if raw["profile"] not in raw["profiles"]:
         raise ValidationError(
             source,
@@ -301,12 +315,33 @@ def load_params(path: str | Path = DEFAULT_PARAMS, overrides: list[str] | tuple[
     return resolve(raw, path, overrides)
 
 
+def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[str]) -> None:
+    """Validate the file as it will be written, and refuse an edit the active profile would shadow."""
+    edited = copy.deepcopy(raw)
+    for text in overrides:
+        parts, value = parse_override(text)
+        _set_path(edited, parts, value, f"{source} (set {text})")
+    merged = resolve(edited, source).raw
+    for text in overrides:
+        parts, value = parse_override(text)
+        if parts[0] in ("profile", "profiles"):
+            continue
+        node: Any = merged
+        for p in parts:
+            node = node[p]
+        if node != value:
+            shadow = f"profiles.{merged['profile']}.{'.'.join(parts)}"
+            raise ValidationError(
+                source, ".".join(parts), f"the active profile sets it ({shadow}={node!r})", f"edit {shadow}"
+            )
+
+
 def set_in_file(path: str | Path, overrides: list[str]) -> None:
     """Validate `overrides` against the file, then write them into it, comments kept."""
     path = Path(path)
     with open(path, encoding="utf-8") as f:
         raw = yaml.safe_load(f)
-    resolve(raw, str(path), overrides)  # refuse anything invalid before touching the file
+    _check_edit_takes_effect(raw, str(path), overrides)  # refuse before touching the file
     from ruamel.yaml import YAML  # round-trips comments and layout
 
     ry = YAML()

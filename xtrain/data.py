@@ -4,6 +4,11 @@ Every rank draws the same global batch for a step (seeded from the step number) 
 sequences with global index i % world == rank inside each micro-batch. The union over ranks is
 the single-device batch, so averaged DDP gradients equal the single-device gradient up to float
 summation order.
+
+Each step also yields a fingerprint of the samples this rank consumed: the row count and the sum of
+32-bit hashes of the rows' start offsets. Summed over ranks it is exact in float64 and independent
+of order, so it equals the single-device step's fingerprint exactly when the ranks' shards are
+disjoint and their union is the single-device batch (the loss_match gate checks this per step).
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from contracts.validate import ValidationError
+from xtrain import faults
 from xtrain.determinism import derive_seed
+from xtrain.fingerprint import MAX_TERMS, hash32
 
 
 @dataclass
@@ -65,6 +72,44 @@ def shard_rows(global_rows: range, rank: int, world: int) -> list[int]:
     return [i for i in global_rows if i % world == rank]
 
 
+@dataclass
+class StepBatch:
+    """This rank's part of one training step's global batch."""
+
+    micro: list[tuple[torch.Tensor, torch.Tensor]]  # (inputs, targets) per micro-batch
+    rows: list[list[int]]  # per micro-batch: the global batch indices of its rows (dropout masks)
+    count: int  # rows consumed by this rank in this step
+    hash_sum: int  # sum of hash32 over the start offsets of those rows
+
+
+def step_batch(
+    data: TokenData,
+    seed: int,
+    step: int,
+    global_batch: int,
+    grad_accum: int,
+    seq_len: int,
+    rank: int,
+    world: int,
+) -> StepBatch:
+    """This rank's micro-batches of training step `step`, with their global rows and fingerprint."""
+    if global_batch >= MAX_TERMS:
+        raise ValueError(f"train.global_batch={global_batch}: the sample fingerprint needs < {MAX_TERMS}")
+    starts = sample_starts(data.train.numel(), seq_len, global_batch, derive_seed(seed, "batch", step))
+    per_micro = global_batch // grad_accum
+    shard = faults.shard_rank(rank, step)
+    batch = StepBatch([], [], 0, 0)
+    for m in range(grad_accum):
+        keep = shard_rows(range(m * per_micro, (m + 1) * per_micro), shard, world)
+        mine = starts[keep]
+        offsets = mine.tolist()  # the fingerprint is taken from the very rows gathered below
+        batch.micro.append(gather(data.train, mine, seq_len))
+        batch.rows.append(keep)
+        batch.count += len(offsets)
+        batch.hash_sum += sum(hash32(o) for o in offsets)
+    return batch
+
+
 def micro_batches(
     data: TokenData,
     seed: int,
@@ -76,13 +121,7 @@ def micro_batches(
     world: int,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """This rank's (inputs, targets) for each micro-batch of training step `step`."""
-    starts = sample_starts(data.train.numel(), seq_len, global_batch, derive_seed(seed, "batch", step))
-    per_micro = global_batch // grad_accum
-    out = []
-    for m in range(grad_accum):
-        keep = shard_rows(range(m * per_micro, (m + 1) * per_micro), rank, world)
-        out.append(gather(data.train, starts[keep], seq_len))
-    return out
+    return step_batch(data, seed, step, global_batch, grad_accum, seq_len, rank, world).micro
 
 
 def eval_batches(

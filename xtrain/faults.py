@@ -1,7 +1,16 @@
-"""Fault injection for the launcher failure tests: XTRAIN_FAULT=<kind>@<rank>:<step>.
+"""Fault injection for the failure tests and the DDP gate's negative controls.
 
-kinds: `raise` (the rank raises), `hang` (the rank stops answering collectives), `nan` (the
-rank's loss becomes NaN). Unset in normal runs; read once per process.
+XTRAIN_FAULT=<kind>@<rank>:<step>, rank `*` meaning every rank. Unset in normal runs; read once
+per process.
+
+Launcher failures, at exactly that step: `raise` (the rank raises), `hang` (the rank stops
+answering collectives), `nan` (the rank's loss becomes NaN).
+
+Real DDP bugs, from that step on (the loss_match gate must fail each one):
+- `grad_sum`: the rank's synchronised gradients are the sum over ranks, not the mean.
+- `same_shard`: the rank reads rank 0's rows of the global batch instead of its own.
+- `dropout_unsync`: the rank's dropout masks come from a seed that mixes in the rank (what the
+  code did before masks were drawn per global sample), so they differ from single-device's.
 """
 
 from __future__ import annotations
@@ -9,6 +18,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+
+from xtrain.determinism import derive_seed
+
+STEP_KINDS = ("raise", "hang", "nan")
+DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")
+EVERY_RANK = -1
 
 
 class InjectedFault(RuntimeError):
@@ -18,8 +33,14 @@ class InjectedFault(RuntimeError):
 @dataclass(frozen=True)
 class Fault:
     kind: str
-    rank: int
+    rank: int  # EVERY_RANK for `*`
     step: int
+
+    def hits(self, kind: str, rank: int, step: int) -> bool:
+        """Whether this fault of `kind` acts on (rank, step): at its step, or from it on for DDP bugs."""
+        if self.kind != kind or self.rank not in (EVERY_RANK, rank):
+            return False
+        return step >= self.step if kind in DDP_BUG_KINDS else step == self.step
 
 
 def parse(text: str | None) -> Fault | None:
@@ -28,25 +49,45 @@ def parse(text: str | None) -> Fault | None:
     try:
         kind, where = text.split("@")
         rank, step = where.split(":")
-        fault = Fault(kind, int(rank), int(step))
+        fault = Fault(kind, EVERY_RANK if rank == "*" else int(rank), int(step))
     except ValueError:
-        raise ValueError(f"XTRAIN_FAULT={text!r}: expected KIND@RANK:STEP, e.g. raise@1:3") from None
-    if fault.kind not in ("raise", "hang", "nan"):
-        raise ValueError(f"XTRAIN_FAULT={text!r}: kind must be raise, hang or nan")
+        raise ValueError(
+            f"XTRAIN_FAULT={text!r}: expected KIND@RANK:STEP, e.g. raise@1:3 or grad_sum@*:0"
+        ) from None
+    if fault.kind not in STEP_KINDS + DDP_BUG_KINDS:
+        raise ValueError(
+            f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(STEP_KINDS + DDP_BUG_KINDS)}"
+        )
     return fault
 
 
 _FAULT = parse(os.environ.get("XTRAIN_FAULT"))
 
 
+def _hits(kind: str, rank: int, step: int) -> bool:
+    return _FAULT is not None and _FAULT.hits(kind, rank, step)
+
+
 def at_step(rank: int, step: int) -> bool:
     """Apply a `raise`/`hang` fault for (rank, step); True when the loss should be poisoned (`nan`)."""
-    f = _FAULT
-    if f is None or f.rank != rank or f.step != step:
-        return False
-    if f.kind == "raise":
+    if _hits("raise", rank, step):
         raise InjectedFault(f"injected fault at step {step}")
-    if f.kind == "hang":
+    if _hits("hang", rank, step):
         while True:  # never returns: peers must time out, the launcher must not hang
             time.sleep(0.5)
-    return True
+    return _hits("nan", rank, step)
+
+
+def grad_scale(rank: int, step: int, world: int) -> float:
+    """Factor applied to the synchronised gradients: `world` under `grad_sum` (sum, not mean), else 1."""
+    return float(world) if _hits("grad_sum", rank, step) else 1.0
+
+
+def shard_rank(rank: int, step: int) -> int:
+    """Whose rows of the global batch this rank reads: its own, or rank 0's under `same_shard`."""
+    return 0 if _hits("same_shard", rank, step) else rank
+
+
+def dropout_seed(seed: int, rank: int, step: int, correct: int) -> int:
+    """The step's dropout seed (`correct`), or under `dropout_unsync` one that mixes in the rank."""
+    return derive_seed(seed, "dropout", step, 0, rank) if _hits("dropout_unsync", rank, step) else correct

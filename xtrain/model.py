@@ -8,8 +8,10 @@ Qwen3 in brief: token embedding -> N x [pre-norm RMSNorm -> grouped-query attent
 per-head RMSNorm on q and k (QK-norm) before half-split RoPE -> residual; pre-norm RMSNorm ->
 SwiGLU MLP -> residual] -> final RMSNorm -> lm_head (optionally tied to the embedding).
 
-Dropout draws its masks from a generator that is re-seeded at every dropout site from
-(`dropout_seed`, layer, site). That makes masks independent of thread interleaving (thread-per-rank
+Dropout masks are drawn per sample: row i of a batch gets its mask from a generator re-seeded from
+(step seed, the row's index in the step's global batch, layer, site). A sample therefore gets the
+same mask whichever rank or micro-batch holds it, so DDP with dropout equals single-device training
+up to float summation order. Masks are also independent of thread interleaving (thread-per-rank
 shares one CPU generator otherwise), identical when activation recompute replays a block, and a
 pure function of the step, so a resumed run draws the same masks as an uninterrupted one.
 """
@@ -24,6 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from xtrain.config import ModelConfig
+from xtrain.fingerprint import hash32
 
 
 class RMSNorm(nn.Module):
@@ -65,19 +68,37 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Dropout:
-    """Seeded dropout: a mask from a generator re-seeded per (step seed, layer, site)."""
+    """Seeded dropout, one mask per sample from (step seed, global row, layer, site).
+
+    Cost: one generator re-seed and one mask kernel per row instead of one per batch (only when
+    p > 0; no profile trains with dropout by default).
+    """
 
     def __init__(self) -> None:
         self.generator: torch.Generator | None = None
         self.seed: int = 0
+        self.rows: list[int] | None = None  # global batch index of each row; None: 0..B-1
+        self.drawn = 0  # sum of hash32(mask seed) over the masks drawn since take_drawn()
 
     def __call__(self, x: torch.Tensor, p: float, training: bool, layer: int, site: int) -> torch.Tensor:
         if p == 0.0 or not training:
             return x
         g = self._generator(x.device)
-        g.manual_seed((self.seed * 1_000_003 + layer * 131 + site) % (2**63 - 1))
-        keep = torch.empty(x.shape, device=x.device, dtype=torch.float32).bernoulli_(1.0 - p, generator=g)
+        rows = self.rows if self.rows is not None else range(x.shape[0])
+        if len(rows) != x.shape[0]:
+            raise ValueError(f"dropout: {len(rows)} global rows set for a batch of {x.shape[0]}")
+        keep = torch.empty(x.shape, device=x.device, dtype=torch.float32)
+        for i, row in enumerate(rows):
+            mask_seed = (self.seed * 1_000_003 + row * 65_537 + layer * 131 + site) % (2**63 - 1)
+            g.manual_seed(mask_seed)
+            keep[i].bernoulli_(1.0 - p, generator=g)
+            self.drawn += hash32(mask_seed)
         return x * keep.to(x.dtype) / (1.0 - p)
+
+    def take_drawn(self) -> int:
+        """The fingerprint of the masks drawn since the last call (0 without dropout), and reset."""
+        drawn, self.drawn = self.drawn, 0
+        return drawn
 
     def _generator(self, device: torch.device) -> torch.Generator:
         if self.generator is None or self.generator.device != device:
@@ -187,9 +208,10 @@ class Transformer(nn.Module):
             self.cfg.max_seq_len, self.cfg.head_dim, self.cfg.rope_theta, device
         )
 
-    def set_dropout_seed(self, seed: int) -> None:
-        """Seed for this micro-step's dropout masks (see module docstring)."""
-        self.dropout.seed = seed
+    def set_dropout_seed(self, seed: int, rows: list[int] | None = None) -> None:
+        """Seed for this step's dropout masks, and the global batch index of each row of the next
+        forward (None: the rows are the whole batch, 0..B-1). See the module docstring."""
+        self.dropout.seed, self.dropout.rows = seed, rows
 
     def init_weights(self, seed: int) -> None:
         """Deterministic init from `seed` alone (same on every rank, any device)."""

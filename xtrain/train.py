@@ -26,8 +26,9 @@ from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.checkpoint_dir import CheckpointDir
 from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
-from xtrain.data import TokenData, eval_batches, micro_batches
+from xtrain.data import TokenData, eval_batches, step_batch
 from xtrain.determinism import derive_seed
+from xtrain.fingerprint import StepLedger
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
 from xtrain.peak_memory import peak_bytes, peak_record
@@ -64,13 +65,46 @@ class History:
     grad_norm: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     evals: list[dict[str, float]] = field(default_factory=list)
+    # Per step, summed over ranks: rows consumed, the sum of their sample hashes (xtrain.data) and
+    # of the dropout mask seeds drawn (xtrain.model); the loss_match gate compares them exactly.
+    sample_count: list[int] = field(default_factory=list)
+    sample_hash: list[int] = field(default_factory=list)
+    dropout_hash: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"train_loss": self.train_loss, "grad_norm": self.grad_norm, "lr": self.lr, "eval": self.evals}
+        return {
+            "train_loss": self.train_loss,
+            "grad_norm": self.grad_norm,
+            "lr": self.lr,
+            "eval": self.evals,
+            "samples": self.samples(),
+        }
+
+    def samples(self) -> dict[str, list[int]]:
+        return {
+            "count": self.sample_count,
+            "hash_sum": self.sample_hash,
+            "dropout_hash_sum": self.dropout_hash,
+        }
+
+    def add_samples(self, rows: list[tuple[int, ...]]) -> None:
+        for count, hash_sum, dropout_hash in rows:
+            self.sample_count.append(count)
+            self.sample_hash.append(hash_sum)
+            self.dropout_hash.append(dropout_hash)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> History:
-        return cls(list(d["train_loss"]), list(d["grad_norm"]), list(d["lr"]), list(d["eval"]))
+        samples = d.get("samples", {})  # older checkpoints: none recorded
+        return cls(
+            list(d["train_loss"]),
+            list(d["grad_norm"]),
+            list(d["lr"]),
+            list(d["eval"]),
+            list(samples.get("count", [])),
+            list(samples.get("hash_sum", [])),
+            list(samples.get("dropout_hash_sum", [])),
+        )
 
 
 @dataclass
@@ -118,12 +152,18 @@ def train_step(
     grads: FlatGrads | None,
     t: TrainConfig,
     dropout_seeds: list[int],
+    dropout_rows: list[list[int]] | None = None,
+    grad_scale: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimizer step over this rank's micro-batches. Returns (local mean loss, grad norm) on device."""
+    """One optimizer step over this rank's micro-batches. Returns (local mean loss, grad norm) on device.
+
+    `dropout_rows`: the global batch index of each micro-batch's rows (per-sample dropout masks).
+    `grad_scale` multiplies the synchronised gradients: 1, except to inject the grad_sum fault.
+    """
     k = len(micro)
     loss_sum = torch.zeros((), device=comm.device)
     for m, (x, y) in enumerate(micro):
-        model.set_dropout_seed(dropout_seeds[m])
+        model.set_dropout_seed(dropout_seeds[m], dropout_rows[m] if dropout_rows else None)
         sync_ctx = comm.no_sync(module) if m < k - 1 else contextlib.nullcontext()
         with sync_ctx:
             with autocast(t, comm.device):
@@ -133,6 +173,8 @@ def train_step(
         loss_sum += loss.detach()
     comm.sync_grads(grads)
     params = [p for p in model.parameters()]
+    if grad_scale != 1.0:
+        torch._foreach_mul_([p.grad for p in params], grad_scale)
     if t.grad_clip > 0:
         gnorm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip, foreach=True)
     else:
@@ -266,17 +308,34 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         flush()
         return time.perf_counter()
 
+    ledger = StepLedger()  # samples and dropout masks per step, summed over ranks at checkpoints
     for step in range(start, t.steps):
         check_train_mode(model)
         poison = faults.at_step(comm.rank, step)
         lr = lr_at(step, t)
         set_lr(opt, lr)
-        micro = micro_batches(
+        batch = step_batch(
             data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
-        seeds = [derive_seed(spec.run.seed, "dropout", step, m, comm.rank) for m in range(t.grad_accum)]
+        # One dropout seed per step for every rank: masks are per global sample (xtrain/model.py).
+        dropout_seed = faults.dropout_seed(
+            spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
+        )
+        grad_scale = faults.grad_scale(comm.rank, step, comm.world)
         comm.progress(step)
-        loss, gnorm = train_step(module, model, opt, micro, comm, grads, t, seeds)
+        loss, gnorm = train_step(
+            module,
+            model,
+            opt,
+            batch.micro,
+            comm,
+            grads,
+            t,
+            [dropout_seed] * t.grad_accum,
+            batch.rows,
+            grad_scale,
+        )
+        ledger.add(batch.count, batch.hash_sum, model.dropout.take_drawn())
         perf_hooks.step_delay()
         if poison:
             loss = loss * float("nan")
@@ -291,12 +350,14 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             tick += time.perf_counter() - paused
         if ckpts is not None and ((t.ckpt_every and done % t.ckpt_every == 0) or done == t.steps):
             paused = pause_clock()
+            history.add_samples(ledger.reduce(comm))
             if is_writer:
                 state = _checkpoint_state(spec, done, history, model)
                 save_checkpoint(ckpts.path(done), model, opt, state, _tok(spec))
                 ckpts.commit(done)
             tick += time.perf_counter() - paused
     flush()
+    history.add_samples(ledger.reduce(comm))
     progress.close()
 
     per_rank_max, param_sums = cross_rank_agreement(model, comm)
@@ -361,6 +422,7 @@ def metrics_dict(spec: RunSpec, result: RankResult, model: nn.Module) -> dict[st
         "grad_norm": h.grad_norm,
         "lr": h.lr,
         "eval": h.evals,
+        "samples": h.samples(),
         "initial_val_loss": h.evals[0]["loss"] if h.evals and h.evals[0]["step"] == 0 else None,
         "final_val_loss": h.evals[-1]["loss"] if h.evals else None,
         "tokens_per_s": result.tokens_per_s,

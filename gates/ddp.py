@@ -1,0 +1,265 @@
+"""DDP equivalence: a DDP run against single-device training of the same config (loss_match.*).
+
+A loss trajectory is chaotic on the GPU profile: equivalent reorderings (DDP, grad accumulation,
+fp32 vs bf16) start ~1e-7 apart and cross 1e-3 relative around steps 23-32. So the gate checks
+what survives chaos exactly or tightly, and bounds only the rest statistically:
+
+1. samples and dropout masks (exact): per step, the rows the ranks consumed (count and hash sum,
+   xtrain/data.py) equal the single-device batch (shards disjoint, union the whole batch), and the
+   dropout masks drawn (hash sum of their seeds, xtrain/model.py) equal single-device's.
+2. first step (tight): identical parameters, so loss[0], grad_norm[0] (before clipping) and the
+   step-0 validation loss differ by float summation order only: rel < first_step_rtol.
+3. prefix (the user's bound): max rel < max_rel over the first K steps and the evals inside them,
+   before chaos amplifies one-ulp differences (K = every step on CPU).
+4. end of run: |final val loss - single's| <= final_val_atol, from the measured spread of
+   equivalent reorderings on that tier.
+
+Tiers are keyed by the run's device (metrics.json `device`) in params.yaml gates.loss_match.
+Pure functions of the two metrics dicts; never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gates.artifacts import Artifacts
+from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.training import refuse, run_metrics
+
+Metrics = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tier:
+    device: str
+    first_step_rtol: float
+    prefix_steps: int | None  # None: every step
+    final_val_atol: float
+
+    def describe(self, max_rel: float, steps: int) -> str:
+        k = steps if self.prefix_steps is None else min(self.prefix_steps, steps)
+        return (
+            f"samples exact; step 0 rel < {self.first_step_rtol:g}; max rel < {max_rel:g} over "
+            f"{k} of {steps} steps; |final val diff| <= {self.final_val_atol:g} ({self.device} tier)"
+        )
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def tier_for(loss_match: dict[str, Any], device: str) -> Tier | None:
+    t = loss_match.get(device)
+    if t is None:
+        return None
+    return Tier(device, t["first_step_rtol"], t["prefix_steps"], t["final_val_atol"])
+
+
+def shape_problem(single: Metrics, ddp: Metrics, run: str) -> str | None:
+    """Why the two runs cannot be compared at all, or None."""
+    if single["config_hash"] != ddp["config_hash"]:
+        return (
+            f"runs/{run} and runs/single trained different configurations (config_hash "
+            f"{ddp['config_hash']} vs {single['config_hash']}): re-run both with one params.yaml"
+        )
+    for m, name in ((single, "single"), (ddp, run)):
+        n = m["steps"]
+        lengths = {
+            "train_loss": len(m["train_loss"]),
+            "grad_norm": len(m["grad_norm"]),
+            "samples.count": len(m["samples"]["count"]),
+            "samples.hash_sum": len(m["samples"]["hash_sum"]),
+            "samples.dropout_hash_sum": len(m["samples"]["dropout_hash_sum"]),
+        }
+        short = {k: v for k, v in lengths.items() if v != n}
+        if short:
+            k, v = next(iter(short.items()))
+            return f"runs/{name}/metrics.json: {k} has {v} entries for {n} steps (a resumed old run?)"
+    if single["device"] != ddp["device"] or single["precision"] != ddp["precision"]:
+        return (
+            f"runs/{run} ran on {ddp['device']}/{ddp['precision']}, runs/single on "
+            f"{single['device']}/{single['precision']}"
+        )
+    return None
+
+
+def check_samples(single: Metrics, ddp: Metrics) -> Check:
+    """Exact: every step's rows, summed over ranks, are the single-device batch."""
+    s, d = single["samples"], ddp["samples"]
+    bad = [
+        i
+        for i in range(len(s["count"]))
+        if (s["count"][i], s["hash_sum"][i]) != (d["count"][i], d["hash_sum"][i])
+    ]
+    if not bad:
+        return Check("samples", True, f"{len(s['count'])} steps consumed exactly the single-device rows")
+    i = bad[0]
+    if d["count"][i] != s["count"][i]:
+        why = f"the ranks consumed {d['count'][i]} rows, the batch has {s['count'][i]}: rows missing or duplicated"
+    else:
+        why = (
+            f"{d['count'][i]} rows but other samples (hash sum {d['hash_sum'][i]} vs {s['hash_sum'][i]}): "
+            "the ranks' shards overlap or miss rows"
+        )
+    return Check(
+        "samples",
+        False,
+        f"samples differ at {len(bad)} of {len(s['count'])} steps, first step {i}: {why} "
+        "(xtrain/data.py shard_rows, step_batch)",
+    )
+
+
+def check_dropout(single: Metrics, ddp: Metrics) -> Check:
+    """Exact: every step's dropout masks, summed over ranks, are the ones single device drew."""
+    s, d = single["samples"]["dropout_hash_sum"], ddp["samples"]["dropout_hash_sum"]
+    bad = [i for i, (a, b) in enumerate(zip(s, d, strict=True)) if a != b]
+    if not bad:
+        drawn = "the same masks as single device" if any(s) else "no masks (no dropout), like single device"
+        return Check("dropout masks", True, f"{len(s)} steps drew {drawn}")
+    i = bad[0]
+    what = "none" if d[i] == 0 else "other masks"
+    return Check(
+        "dropout masks",
+        False,
+        f"dropout differs at {len(bad)} of {len(s)} steps, first step {i}: the ranks drew {what} "
+        f"(hash sum {d[i]} vs {s[i]}): a rank's dropout seed or global row index is out of sync, "
+        "or a rank trained with dropout off (xtrain/model.py Dropout, xtrain/train.py)",
+    )
+
+
+def check_first_step(single: Metrics, ddp: Metrics, rtol: float) -> Check:
+    """Tight: identical parameters at step 0, so only float summation order may differ."""
+    pairs = {
+        "loss[0]": (ddp["train_loss"][0], single["train_loss"][0]),
+        "grad_norm[0]": (ddp["grad_norm"][0], single["grad_norm"][0]),
+    }
+    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
+    ev_d = {e["step"]: e["loss"] for e in ddp["eval"]}
+    if 0 in ev_s and 0 in ev_d:
+        pairs["val_loss@0"] = (ev_d[0], ev_s[0])
+    rel = {k: rel_diffs([a], [b])[0] for k, (a, b) in pairs.items()}
+    worst = max(rel, key=rel.__getitem__)
+    detail = ", ".join(f"{k} rel {fmt(v)}" for k, v in rel.items())
+    if rel[worst] < rtol:
+        return Check("first step", True, detail)
+    a, b = pairs[worst]
+    hint = (
+        "a whole multiple: gradients summed instead of averaged?"
+        if worst == "grad_norm[0]" and b and _near_integer_ratio(a / b)
+        else "the gradient reduction, the sharding or dropout changed"
+    )
+    return Check(
+        "first step",
+        False,
+        f"step 0 differs beyond summation order (rel < {rtol:g}): {worst} {a:.7g} vs single {b:.7g}; "
+        f"{detail}. {hint}",
+    )
+
+
+def _near_integer_ratio(r: float) -> bool:
+    return math.isfinite(r) and r > 1.5 and abs(r - round(r)) < 0.01
+
+
+def check_prefix(
+    single: Metrics, ddp: Metrics, k: int | None, max_rel: float, run: str
+) -> tuple[Check, float]:
+    """The user's bound, over the steps before chaos: train losses and the evals inside them."""
+    n = len(single["train_loss"]) if k is None else min(k, len(single["train_loss"]))
+    rel = rel_diffs(ddp["train_loss"][:n], single["train_loss"][:n])
+    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
+    ev_rel = {
+        e["step"]: rel_diffs([e["loss"]], [ev_s[e["step"]]])[0]
+        for e in ddp["eval"]
+        if e["step"] in ev_s and e["step"] <= n
+    }
+    worst_step = max(range(n), key=rel.__getitem__)
+    worst = max(rel[worst_step], max(ev_rel.values(), default=0.0))
+    scope = f"{n} of {len(single['train_loss'])} steps and {len(ev_rel)} evals"
+    if worst < max_rel:
+        return Check("prefix", True, f"max rel {fmt(worst)} at step {worst_step} over {scope}"), worst
+    over = [i for i, r in enumerate(rel) if not r < max_rel]
+    if over:
+        s = over[0]
+        first = (
+            f"first step over {max_rel:g}: step {s} (single {single['train_loss'][s]:.7g}, "
+            f"{run} {ddp['train_loss'][s]:.7g}, rel {fmt(rel[s])})"
+        )
+    else:
+        s = min(st for st, r in ev_rel.items() if not r < max_rel)
+        first = f"first eval over {max_rel:g}: step {s} (rel {fmt(ev_rel[s])})"
+    return Check("prefix", False, f"{first}; max rel {fmt(worst)} over {scope}"), worst
+
+
+def check_end(single: Metrics, ddp: Metrics, atol: float) -> Check:
+    a, b = ddp["final_val_loss"], single["final_val_loss"]
+    if a is None or b is None:
+        return Check(
+            "end", False, "no final validation loss (train.eval_every: 0): the end of the run is unchecked"
+        )
+    diff = a - b if math.isfinite(a) and math.isfinite(b) else math.inf
+    detail = f"final val {a:.5f} vs single {b:.5f} (diff {diff:+.2e}, tolerance {atol:g})"
+    return Check("end", abs(diff) <= atol, detail)
+
+
+def equivalence(single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, Any]) -> Outcome:
+    """The loss_match verdict for runs/<run> against runs/single."""
+    max_rel = loss_match["max_rel"]
+    problem = shape_problem(single, ddp, run)
+    if problem:
+        return failed(None, max_rel, problem)
+    tier = tier_for(loss_match, ddp["device"])
+    if tier is None:
+        return failed(
+            None,
+            max_rel,
+            f"params.yaml gates.loss_match.{ddp['device']}: missing: no tolerance tier for runs on {ddp['device']}",
+        )
+    prefix, worst = check_prefix(single, ddp, tier.prefix_steps, max_rel, run)
+    checks = [
+        check_samples(single, ddp),
+        check_dropout(single, ddp),
+        check_first_step(single, ddp, tier.first_step_rtol),
+        prefix,
+        check_end(single, ddp, tier.final_val_atol),
+    ]
+    threshold = tier.describe(max_rel, len(single["train_loss"]))
+    world = f"world {ddp['world']} vs 1"
+    if all(c.ok for c in checks):
+        return passed(worst, threshold, f"{world}: " + "; ".join(c.detail for c in checks))
+    bad = [c for c in checks if not c.ok]
+    next_step = (
+        "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
+        "too tight for this profile (docs/ddp-gate.md)"
+        if [c.name for c in bad] == ["end"]
+        else "see docs/ddp-gate.md; compare runs/single/loss.csv with " + f"runs/{run}/loss.csv"
+    )
+    return failed(
+        worst,
+        threshold,
+        f"{world}: " + "; ".join(f"{c.name}: {c.detail}" for c in bad) + f". Next: {next_step}",
+    )
+
+
+def describe_tiers(loss_match: dict[str, Any]) -> str:
+    """The thresholds of every configured tier, for `python -m gates list`."""
+    parts = []
+    for device in ("cpu", "cuda"):
+        t = tier_for(loss_match, device)
+        if t is not None:
+            k = "every step" if t.prefix_steps is None else f"{t.prefix_steps} steps"
+            parts.append(
+                f"{device}: step 0 rel < {t.first_step_rtol:g}, max rel < {loss_match['max_rel']:g} over {k}, "
+                f"final val +- {t.final_val_atol:g}"
+            )
+    return "samples and dropout masks exact; " + "; ".join(parts or ["no tier configured"])
+
+
+def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
+    single, ddp = run_metrics(a, "single"), run_metrics(a, run)
+    refused = refuse(a, [("single", single), (run, ddp)], loss_match["max_rel"])  # not what params says
+    return refused or equivalence(single, ddp, run, loss_match)

@@ -1,0 +1,176 @@
+"""dvc.yaml's deps are complete: each stage depends on every project file its command runs.
+
+The source of truth is the code: starting at the module a stage's `cmd` runs, follow every
+`import` / `from ... import` of a project package (also inside functions), every module named in a
+string (`torchrun_cmd(world, "pipeline.train")`), each package's __init__.py, and every schema
+named in a string (`"metrics.schema.json"`). A stage missing one of them would not re-run when
+that file changes, and the gates would judge the old code's artifacts. A folder dep covers its files.
+Re-run after adding modules: `python3 -m pytest tests/test_dvc_deps.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shlex
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, scratch_repo
+
+PACKAGES = ("contracts", "xtrain", "gates", "registry", "pipeline")
+SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]+\.schema\.json$")
+
+
+def module_file(name: str) -> Path | None:
+    """The file of a project module (a package means its __init__.py), or None."""
+    if name.split(".")[0] not in PACKAGES:
+        return None
+    base = REPO / Path(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+@cache
+def schema_file(name: str) -> Path:
+    found = [p for pkg in PACKAGES for p in (REPO / pkg / "schemas").glob(name)]
+    assert len(found) == 1, f"schema {name}: found {found}, need exactly one"
+    return found[0]
+
+
+def _imported_names(tree: ast.AST) -> set[str]:
+    """Module names this file imports or names in a string, and schema file names it mentions."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    return names
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def closure(module: str) -> set[str]:
+    """Repository-relative paths of every project file `python -m module` may import or read as a schema."""
+    start = module_file(f"{module}.__main__") or module_file(module)
+    assert start is not None, f"{module}: not a project module"
+    seen: set[Path] = set()
+    todo = [start, *(module_file(p) for p in _parents(module))]
+    while todo:
+        path = todo.pop()
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        if path.suffix != ".py":
+            continue
+        for name in _imported_names(ast.parse(path.read_text(), str(path))):
+            if SCHEMA_NAME.match(name):
+                todo.append(schema_file(name))
+            elif (target := module_file(name)) is not None:
+                todo.append(target)
+                todo.extend(module_file(p) for p in _parents(name))
+    return {str(p.relative_to(REPO)) for p in seen}
+
+
+def stage_module(cmd: str) -> str:
+    argv = shlex.split(cmd)
+    assert argv[0].startswith("python") and "-m" in argv, f"{cmd!r}: a stage runs `python3 -m MODULE`"
+    return argv[argv.index("-m") + 1]
+
+
+@cache
+def stages() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each resolved stage (foreach expanded by DVC itself): its cmd and its file deps."""
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    with Repo(str(REPO)) as repo:
+        return {
+            s.addressing: (s.cmd, tuple(d.def_path for d in s.deps if not isinstance(d, ParamsDependency)))
+            for s in repo.index.stages
+        }
+
+
+def covered(path: str, deps: tuple[str, ...]) -> bool:
+    return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def missing_deps(cmd: str, deps: tuple[str, ...]) -> list[str]:
+    return sorted(p for p in closure(stage_module(cmd)) if not covered(p, deps))
+
+
+@pytest.mark.parametrize("stage", sorted(stages()))
+def test_stage_depends_on_its_import_closure(stage: str) -> None:
+    cmd, deps = stages()[stage]
+    missing = missing_deps(cmd, deps)
+    assert not missing, f"dvc.yaml stage {stage} misses deps: {missing}"
+
+
+def test_no_params_value_reaches_a_shell_command() -> None:
+    raw = (REPO / "dvc.yaml").read_text()
+    assert not re.search(r"cmd:.*\$\{(?!item\.|key)", raw), "dvc.yaml interpolates a params value into a cmd"
+    for cmd, _ in stages().values():
+        assert "${" not in cmd and ";" not in cmd and "--nproc-per-node" not in cmd, cmd
+
+
+def test_the_closure_finds_what_a_stage_misses() -> None:
+    """Negative control: the old dvc.yaml's train deps (before issue #11) miss env.py, faults.py, schemas."""
+    modules = ("checkpoint", "comm", "config", "data", "determinism", "launch", "model", "optim", "train")
+    old_train_deps = ("pipeline/train.py", *(f"xtrain/{m}.py" for m in modules))
+    missing = missing_deps("python3 -m pipeline.train proc", old_train_deps)
+    assert {"xtrain/env.py", "xtrain/__init__.py", "contracts/schemas/metrics.schema.json"} <= set(missing)
+    assert "contracts/schemas/params.schema.json" in missing  # config.py loads it
+    assert not covered("xtrain/env.py", ("xtrain/e",)) and covered("xtrain/env.py", ("xtrain/",))
+
+
+def dvc_status(root: Path) -> dict:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    out = subprocess.run(
+        ["dvc", "status", "--json"], cwd=root, capture_output=True, text=True, check=True, env=env
+    )
+    return json.loads(out.stdout or "{}")
+
+
+def changed_deps(status: dict, stage: str) -> dict:
+    return {
+        k: v
+        for entry in status.get(stage, [])
+        if isinstance(entry, dict)
+        for k, v in entry.get("changed deps", {}).items()
+    }
+
+
+def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> None:
+    """Real DVC: after an edit of xtrain/env.py (imported only through the launchers) and of
+    xtrain/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
+    root = scratch_repo(tmp_path)
+    before = dvc_status(root)
+    for rel in ("xtrain/env.py", "xtrain/fileio.py"):
+        with open(root / rel, "a") as f:
+            f.write("\n# edited\n")
+    after = dvc_status(root)
+    for stage, (cmd, _) in stages().items():
+        imported = closure(stage_module(cmd))
+        for rel in ("xtrain/env.py", "xtrain/fileio.py"):
+            if rel in imported:
+                assert rel not in changed_deps(before, stage), (
+                    f"dvc.lock is stale for {stage} ({rel}): run `dvc repro` and commit dvc.lock"
+                )
+                assert changed_deps(after, stage).get(rel) == "modified", (stage, rel, after.get(stage))
+            else:
+                assert rel not in changed_deps(after, stage), (stage, rel)  # the control: others stay
+    assert any("xtrain/env.py" not in closure(stage_module(c)) for c, _ in stages().values())
