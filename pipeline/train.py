@@ -9,7 +9,7 @@ from a shell command: this process starts torchrun from Python, and each worker 
 module under torchrun (it sees RANK in its environment). Multi-node stays as it was:
 torchrun --nnodes 2 ... -m pipeline.train proc
 
-The stage then checks what it wrote (metrics.json against gates/schemas/metrics.schema.json).
+The stage then checks what it wrote (metrics.json against contracts/schemas/metrics.schema.json).
 """
 
 from __future__ import annotations
