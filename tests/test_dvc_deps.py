@@ -174,3 +174,15 @@ def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> 
             else:
                 assert rel not in changed_deps(after, stage), (stage, rel)  # the control: others stay
     assert any("xtrain/env.py" not in closure(stage_module(c)) for c, _ in stages().values())
+
+
+def test_every_source_dep_exists() -> None:
+    """A dep that no stage writes must be in the repository: a moved file would otherwise fail
+    `dvc repro` only when the stage runs (seen: registry/schemas after the schemas moved)."""
+    from dvc.repo import Repo
+
+    with Repo(str(REPO)) as repo:
+        outs = {o.def_path for s in repo.index.stages for o in s.outs}
+    deps = {d for _, ds in stages().values() for d in ds}
+    gone = sorted(d for d in deps if not (REPO / d).exists() and not covered(d, tuple(outs)))
+    assert not gone, f"dvc.yaml names deps that do not exist: {gone}"
