@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from contracts import errors
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
 from gates import catalogue, ci_report, report
@@ -81,7 +82,7 @@ def check(args: argparse.Namespace) -> int:
     try:
         artifacts = Artifacts(root, DvcLock.read(root), params)
     except LockError as e:
-        print(f"error: {e}", file=sys.stderr)
+        errors.report(e)
         return 2
     outcomes, seconds = {}, {}
     for g in gates:
@@ -161,7 +162,7 @@ def bisect_cmd(args: argparse.Namespace) -> int:
             Path(args.cache) if args.cache else None,
         )
     except bisect.BisectError as e:
-        print(f"error: {e}", file=sys.stderr)
+        errors.report(e)
         return 2
 
 
@@ -205,10 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         return commands[args.cmd](args)
     except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
+        errors.report(e)
         return 2
     except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
+        errors.report(errors.XtrainError(e.args[0]))
         return 2
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from contracts.validate import ValidationError
 from gates import goldens, plots
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
-from gates.export import MANIFEST, _manifest, _registry
+from gates.export_md5 import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
 from registry.store import RegistryError, check_export, compare_files

@@ -12,8 +12,8 @@ from contracts import artifacts
 from contracts.validate import load_json
 from pipeline import stage
 from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.closed_loop_run import closed_loop, print_summary
 from xtrain.corpus import load_split
-from xtrain.verify import closed_loop, print_summary
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from pipeline import stage
-from xtrain.scaling import main as scaling_main
+from xtrain.scaling_bench import main as scaling_main
 
 
 def main(argv: list[str] | None = None) -> int:

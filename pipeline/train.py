@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from contracts import artifacts
+from contracts.errors import report
 from contracts.validate import ValidationError
 from xtrain import launch
 from xtrain.config import load_params
@@ -59,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if code == 0:
             check_written(argv)
     except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report(e)  # exit 2 (ValidationError.exit_code)
     return code
 
 

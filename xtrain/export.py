@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import save
 
 from contracts import artifacts
+from contracts.errors import report
 from contracts.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer, args.name)
     except (ExportError, CheckpointNotFound, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        report(e)
         return 1
     for name, f in manifest["files"].items():
         print(f"{f['md5']}  {f['bytes']:>10,}  {name}")

@@ -1,8 +1,8 @@
 """Scaling benchmark: global tokens/s per launcher and world size, at a fixed per-rank batch.
 
-    python -m xtrain.scaling [--out bench]      # worlds and launchers from params.yaml `scaling:`
+    python -m xtrain.scaling_bench [--out bench]      # worlds and launchers from params.yaml `scaling:`
 
-Each (launcher, world) runs in a fresh process (thread: `python -m xtrain.scaling rank thread`;
+Each (launcher, world) runs in a fresh process (thread: `python -m xtrain.scaling_bench rank thread`;
 proc: a real torchrun), trains the params' model for warm-up + windows x window_steps steps
 through the shared train step, and reports the median tokens/s of the windows with their spread
 ((max - min) / median). Worlds above the devices present (GPUs on cuda, cores on cpu) are
@@ -69,22 +69,31 @@ def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[flo
             str(out),
         ]
         if launcher == "thread":
-            cmd = [sys.executable, "-m", "xtrain.scaling", "rank", "thread", "--world", str(world), *common]
+            cmd = [
+                sys.executable,
+                "-m",
+                "xtrain.scaling_bench",
+                "rank",
+                "thread",
+                "--world",
+                str(world),
+                *common,
+            ]
         else:
-            cmd = torchrun_cmd(world, "xtrain.scaling", "rank", "proc", *common)
+            cmd = torchrun_cmd(world, "xtrain.scaling_bench", "rank", "proc", *common)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"scaling {launcher} world {world} failed:\n{proc.stderr[-3000:]}")
         return json.loads(out.read_text())
 
 
-def rank_main(argv: list[str]) -> int:
+def measure_rank(argv: list[str]) -> int:
     """Entry for one measured process (a thread launcher, or one torchrun worker)."""
     from contracts.fileio import atomic_write_json
     from xtrain.config import add_params_args, load_params
     from xtrain.launch import build_spec, run_proc_rank, run_threads
 
-    ap = argparse.ArgumentParser(prog="python -m xtrain.scaling rank")
+    ap = argparse.ArgumentParser(prog="python -m xtrain.scaling_bench rank")
     ap.add_argument("launcher", choices=["thread", "proc"])
     ap.add_argument("--world", type=int, default=1)
     add_params_args(ap)
@@ -192,12 +201,12 @@ def print_table(result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["rank"]:
-        return rank_main(argv[1:])
+        return measure_rank(argv[1:])
     from contracts import artifacts
     from xtrain.config import add_params_args, load_params
 
     ap = argparse.ArgumentParser(
-        prog="python -m xtrain.scaling",
+        prog="python -m xtrain.scaling_bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
