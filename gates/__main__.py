@@ -66,7 +66,7 @@ def run_env_id(artifacts: Artifacts) -> str | None:
     """The environment runs/single measured in (the report names it); None if it cannot be read."""
     try:
         metrics = artifacts.for_gate().json(
-            "runs/single/metrics.json", "metrics.schema.json", "train_single", finite=False
+            "runs/single/metrics.json", "metrics.schema.json", "train_single", refuse_non_finite=False
         )
     except (ArtifactError, StageNotRun, ValidationError):
         return None
@@ -97,12 +97,17 @@ def check(args: argparse.Namespace) -> int:
     else:
         report.print_table(outcomes, {g.id: g.threshold(thresholds) for g in gates}, report_path)
         print(f"checked {len(gates)} gates in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
-    write_formats(args, rep, root, thresholds, seconds)
+    write_formats(args, rep, root, thresholds, seconds, params)
     return rep["exit_code"]
 
 
 def write_formats(
-    args: argparse.Namespace, rep: dict[str, Any], root: Path, thresholds: dict[str, Any], seconds: dict
+    args: argparse.Namespace,
+    rep: dict[str, Any],
+    root: Path,
+    thresholds: dict[str, Any],
+    seconds: dict,
+    params: Any,
 ) -> None:
     """--junit, --markdown, --html; relative paths are under --root, like --report."""
     labels = {g.id: g.threshold(thresholds) for g in catalogue.GATES}
@@ -114,10 +119,7 @@ def write_formats(
         t0 = time.perf_counter()
         from gates import html_report  # matplotlib: imported only when a page is asked for
 
-        atomic_write_text(
-            root / args.html,
-            html_report.render(rep, root, thresholds, labels, load_params(root / args.params)),
-        )
+        atomic_write_text(root / args.html, html_report.render(rep, root, thresholds, labels, params))
         print(f"wrote {args.html} in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
 
 

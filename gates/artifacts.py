@@ -89,11 +89,9 @@ class Artifacts:
             )
         return md5
 
-    def json(self, rel: str, schema: str, stage: str, finite: bool = True) -> Any:
-        """The validated content (gates only read it); checked against dvc.lock and for non-finite numbers.
-
-        finite=False skips the non-finite check, for reading a label (an env id) off a diverged run.
-        """
+    def json(self, rel: str, schema: str, stage: str, refuse_non_finite: bool = True) -> Any:
+        """The validated content (gates only read it); checked against dvc.lock and for non-finite numbers
+        (`refuse_non_finite=False`: only for drawing where they are, never for a verdict)."""
         path = self._require(rel, stage)
         key = (rel, schema, self.record(rel, path))
         if key not in self.validated:
@@ -102,7 +100,7 @@ class Artifacts:
             except ValidationError as e:
                 raise ArtifactError(str(e).replace(str(path), rel, 1)) from None
         data = self.validated[key]
-        bad = nonfinite(data) if finite else []
+        bad = nonfinite(data) if refuse_non_finite else []
         if bad:
             raise NonFinite(
                 f"{rel}: {bad[0]}" + (f" ({len(bad)} non-finite numbers)" if len(bad) > 1 else "")

@@ -15,7 +15,6 @@ from typing import Any
 from gates import pictures
 from gates.artifacts import Artifacts, DvcLock
 from gates.ci_report import VERDICT, by_severity, short, threshold_text
-from xtrain.config import Params
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#212121;padding:0 16px}
@@ -37,21 +36,6 @@ figcaption{color:#424242;font-size:13px;margin-top:4px} .nopic{color:#757575;fon
 .files tr.bad td:last-child{color:#c62828;font-weight:600}
 code{font-size:12px}
 """
-
-
-class ReadOnce(Artifacts):
-    """Artifacts that parse and validate each JSON file once per page (several pictures read
-    runs/single/metrics.json)."""
-
-    def __init__(self, root: Path, lock: DvcLock, params: Params | None = None) -> None:
-        super().__init__(root, lock, params)
-        self.cache: dict[tuple[str, str], Any] = {}
-
-    def json(self, rel: str, schema: str, stage: str, finite: bool = False) -> Any:
-        # a picture draws what is there, NaN included; the verdict on non-finite values is the gates'
-        if (rel, schema) not in self.cache:
-            self.cache[rel, schema] = super().json(rel, schema, stage, finite=False)
-        return self.cache[rel, schema]
 
 
 def _anchor(gate_id: str) -> str:
@@ -102,11 +86,13 @@ def render(
     root: Path,
     thresholds: dict[str, Any],
     labels: dict[str, str] | None = None,
-    params: Params | None = None,
+    params: Any = None,
 ) -> str:
     """The page for a gates report, drawn from the artifacts under `root`; `labels`: the catalogue's
-    threshold text per gate, shown where the report has a bare number."""
-    artifacts = ReadOnce(root, DvcLock.read(root), params)  # params: the pictures re-run the gates' choices
+    threshold text per gate, shown where the report has a bare number; `params`: the resolved params
+    the gates judged against (the pictures select goldens and versions the way the gates do)."""
+    # Artifacts validates each file once per page (its cache), although several pictures read it.
+    artifacts = Artifacts(root, DvcLock.read(root), params)
     gates = by_severity(report["gates"])
     code = report["exit_code"]
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)

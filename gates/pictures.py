@@ -15,12 +15,13 @@ from html import escape
 from typing import Any
 
 from contracts.validate import ValidationError
-from gates import goldens, plots
-from gates.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates import goldens, perf, plots
+from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.export_md5 import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
 from registry.store import RegistryError, check_export, compare_files
+from xtrain.gguf_check import check_gguf
 
 Thresholds = dict[str, Any]
 
@@ -210,7 +211,7 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     )
 
 
-def _token_matrix(ax, samples: list[dict[str, Any]]) -> None:
+def _token_matrix(ax, samples: list[dict[str, Any]], engine: str) -> None:
     """Prompts x generated positions: green where both models chose the same token, red where not."""
     width = max(max(len(s["ours"]), len(s["engine"])) for s in samples)
     grid = [
@@ -224,34 +225,37 @@ def _token_matrix(ax, samples: list[dict[str, Any]]) -> None:
     ax.set_xlabel("generated token position")
     ax.set_ylabel("prompt")
     ax.set_yticks(range(len(samples)))
-    ax.set_title("greedy tokens: ours vs transformers")
+    ax.set_title(f"greedy tokens: ours vs {engine}")
 
 
 def closed_loop(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
-    engine = r["engines"]["transformers"]  # the reference engine; the gate judges every engine
-    c, n = engine["check"], engine["negative_control"]
-    atol = c["logits_atol"]
-    samples = c["samples"]
-    if not samples:
-        raise NoPicture("reports/closed_loop.json has no samples")
-    fig, (left, right) = plots.figure(1, 2, height=2.8)
-    names = [str(i) for i in range(len(samples))] + ["control"]
-    values = [s["logits_max_abs_diff"] for s in samples] + [n["logits_max_abs_diff"]]
-    plots.bars_against_limit(
-        left, names, values, atol, f"atol {atol:g}", expect_over=[False] * len(samples) + [True]
-    )
-    left.set_ylabel("max |logit ours − transformers|")
-    left.set_xlabel("prompt")
-    left.set_title(f"logits ({r['dtype']})")
-    _token_matrix(right, samples)
+    engines = sorted(r["engines"])
+    fig, axes = plots.figure(len(engines), 2, height=2.6 * len(engines))
+    limits = []
+    for row, engine in enumerate(engines):
+        e = r["engines"][engine]
+        c, n = e["check"], e["negative_control"]
+        if not c["samples"]:
+            raise NoPicture(f"reports/closed_loop.json: {engine} has no samples")
+        atol = a.params["closed_loop"][f"logits_atol_{e['compute_dtype']}"] if a.params else c["logits_atol"]
+        limits.append(f"{engine} {atol:g}")
+        left, right = axes[2 * row], axes[2 * row + 1]
+        names = [str(i) for i in range(len(c["samples"]))] + ["control"]
+        values = [s["logits_max_abs_diff"] for s in c["samples"]] + [n["logits_max_abs_diff"]]
+        expect = [False] * len(c["samples"]) + [True]
+        plots.bars_against_limit(left, names, values, atol, f"atol {atol:g}", expect_over=expect)
+        left.set_ylabel(f"max |logit ours − {engine}|")
+        left.set_xlabel("prompt")
+        left.set_title(f"{engine} logits ({e['compute_dtype']})")
+        _token_matrix(right, c["samples"], engine)
     return Picture(
         plots.to_svg(fig),
-        f"Left: largest absolute logit difference per prompt (logit units, log scale; 0 drawn at "
-        f"{plots.ZERO_FLOOR:g}) and the negative control ({n['perturbed_tensor']} perturbed), which must "
-        f"reach the line. Right: each generated token, green where transformers chose ours, red where not; "
-        f"a black bar marks where the outputs part. Pass: every prompt below atol {atol:g}, all green, "
-        f"the control over the line, and the export unchanged since it was verified.",
+        f"One row per engine ({', '.join(engines)}). Left: largest absolute logit difference per prompt "
+        f"(logit units, log scale; 0 drawn at {plots.ZERO_FLOOR:g}) and the engine's negative control (one "
+        f"tensor perturbed), which must reach the line. Right: each generated token, green where the engine "
+        f"chose ours, red where not; a black bar marks where the outputs part. Pass: every prompt below its "
+        f"atol ({', '.join(limits)}), all green, each control over its line, and the export unchanged since.",
     )
 
 
@@ -263,8 +267,10 @@ def finite(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     fig, (loss_ax, norm_ax) = plots.figure(1, 2, height=2.8)
     drawn, bad = [], 0
     for run in RUN_STAGE:
-        try:
-            m = run_metrics(a, run)
+        try:  # the NaNs are what this picture shows: read them, do not refuse them
+            m = a.json(
+                f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run], refuse_non_finite=False
+            )
         except StageNotRun:
             continue
         drawn.append(run)
@@ -351,6 +357,81 @@ def scaling(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     )
 
 
+def export_gguf(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    rows = []
+    for name in ("fresh", "pinned"):
+        result = check_gguf(a.root / "exports" / name)
+        problems = result["problems"]
+        verdict = (
+            "<span class='ok'>equal</span>"
+            if not problems
+            else f"<span class='bad'>{len(problems)} problems</span>"
+        )
+        first = escape(problems[0]) if problems else "-"
+        rows.append(
+            f"<tr><td>exports/{name}/model.gguf</td><td>{result['tensors_compared']}</td><td>{verdict}</td>"
+            f"<td>{first}</td></tr>"
+        )
+    table = (
+        "<table class='files'><tr><th>file</th><th>tensors compared</th><th>vs safetensors and config.json"
+        f"</th><th>first problem</th></tr>{''.join(rows)}</table>"
+    )
+    return Picture(
+        table,
+        "Each export's model.gguf read back with GGUFReader: every tensor against model.safetensors (bitwise "
+        "for f32), the metadata against config.json and tokenizer.json. Pass: both rows equal.",
+    )
+
+
+def _perf_stages(a: Artifacts) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    runs, _ = perf.run_stages(a)
+    if not runs:
+        raise NoPicture("no training stage has run")
+    _, base = perf.baseline_for(a, runs)
+    return runs, None if base is None else base.data["stages"]
+
+
+def perf_gate(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    runs, base = _perf_stages(a)
+    device = next(iter(runs.values()))["device"]
+    limits = t["perf"][device]
+    fig, (ax,) = plots.figure(1, 1, height=2.8)
+    names = list(runs)
+    memory = gate_id == "perf.memory"
+    for i, launcher in enumerate(names):
+        run = perf.stage_perf(runs[launcher])
+        values = [v / 2**20 for v in run.peaks] if memory else run.rates
+        ax.plot([i] * len(values), values, "o", color="#1565c0", ms=4, label="this run" if i == 0 else None)
+        if base and launcher in base:
+            ref = perf.stage_perf(base[launcher])
+            if memory:
+                top = max(ref.peaks) / 2**20 * (1 + limits["memory_growth"])
+                ax.hlines(top, i - 0.3, i + 0.3, color=plots.LIMIT, lw=2, label="limit" if i == 0 else None)
+            else:
+                med, spread = perf.median_spread(ref.rates)
+                low = med * (1 - max(spread, limits["min_band"]))
+                ax.hlines(med, i - 0.3, i + 0.3, color="#9e9e9e", lw=3, label="baseline" if i == 0 else None)
+                ax.hlines(
+                    low, i - 0.3, i + 0.3, color=plots.LIMIT, lw=2, ls="--", label="floor" if i == 0 else None
+                )
+    ax.set_xticks(range(len(names)), names)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_ylabel("peak memory per rank (MiB)" if memory else "tokens/s per steady window")
+    plots.legend(ax)
+    against = "the blessed baseline of this environment" if base else "no baseline (bless one to judge)"
+    what = (
+        f"Peak memory of every rank of each training stage ({perf.stage_perf(next(iter(runs.values()))).memory_kind})"
+        f" against {against}. Pass: every rank at or under the orange limit (baseline peak + "
+        f"{100 * limits['memory_growth']:.0f}%)."
+        if memory
+        else f"tokens/s of every steady window of each training stage against {against}: grey the baseline's "
+        f"median, dashed orange the floor (median minus the larger window spread, at least "
+        f"{100 * limits['min_band']:.0f}%). Pass: the run's median at or above the floor and its spread under "
+        f"{100 * limits['noise_bound']:.0f}% (else inconclusive)."
+    )
+    return Picture(plots.to_svg(fig), what)
+
+
 PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
     "loss_match": loss_match,
     "launcher_parity": launcher_parity,
@@ -360,6 +441,8 @@ PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
     "closed_loop": closed_loop,
     "finite": finite,
     "scaling": scaling,
+    "export_gguf": export_gguf,
+    "perf": perf_gate,
 }
 
 
@@ -372,7 +455,7 @@ def draw(gate_id: str, a: Artifacts, t: Thresholds) -> Picture | None:
         return fn(a, gate_id, t)
     except StageNotRun as e:
         raise NoPicture(str(e)) from None
-    except (ArtifactError, ValidationError, RegistryError) as e:
+    except (ArtifactError, ValidationError, RegistryError, NonFinite) as e:
         raise NoPicture(f"artifact unreadable: {e}") from None
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise NoPicture(f"cannot draw from these artifacts ({type(e).__name__}: {e})") from None

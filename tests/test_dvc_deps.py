@@ -156,16 +156,16 @@ def changed_deps(status: dict, stage: str) -> dict:
 
 def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> None:
     """Real DVC: after an edit of xtrain/env.py (imported only through the launchers) and of
-    xtrain/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
+    contracts/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
     root = scratch_repo(tmp_path)
     before = dvc_status(root)
-    for rel in ("xtrain/env.py", "xtrain/fileio.py"):
+    for rel in ("xtrain/env.py", "contracts/fileio.py"):
         with open(root / rel, "a") as f:
             f.write("\n# edited\n")
     after = dvc_status(root)
     for stage, (cmd, _) in stages().items():
         imported = closure(stage_module(cmd))
-        for rel in ("xtrain/env.py", "xtrain/fileio.py"):
+        for rel in ("xtrain/env.py", "contracts/fileio.py"):
             if rel in imported:
                 assert rel not in changed_deps(before, stage), (
                     f"dvc.lock is stale for {stage} ({rel}): run `dvc repro` and commit dvc.lock"
