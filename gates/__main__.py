@@ -7,7 +7,7 @@
     python -m gates explain ID                                       what a gate checks, why, how to investigate
     python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
 
-Thresholds come from params.yaml `gates:` (validated by gates/schemas/thresholds.schema.json).
+Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresholds.schema.json).
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from typing import Any
 
 import yaml
 
+from contracts import errors
+from contracts.fileio import atomic_write_text
+from contracts.validate import ValidationError, load_schema, validate
 from gates import catalogue, ci_report, report
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
-from xtrain.config import load_params
-from xtrain.fileio import atomic_write_text
-from xtrain.validate import ValidationError, load_schema, validate
+from xtrain.config import add_params_args, load_params
 
 
 def load_thresholds(params: Path) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def load_thresholds(params: Path) -> dict[str, Any]:
         raise ValidationError(str(params), "", f"not valid YAML: {e}") from None
     if not isinstance(raw, dict) or "gates" not in raw:
         raise ValidationError(str(params), "gates", "missing required key", "a gates: section")
-    validate(raw["gates"], load_schema("gates", "thresholds.schema.json"), f"{params} (gates)")
+    validate(raw["gates"], load_schema("thresholds.schema.json"), f"{params} (gates)")
     return raw["gates"]
 
 
@@ -61,6 +62,17 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
     return outcome
 
 
+def run_env_id(artifacts: Artifacts) -> str | None:
+    """The environment runs/single measured in (the report names it); None if it cannot be read."""
+    try:
+        metrics = artifacts.for_gate().json(
+            "runs/single/metrics.json", "metrics.schema.json", "train_single", refuse_non_finite=False
+        )
+    except (ArtifactError, StageNotRun, ValidationError):
+        return None
+    return metrics["env"]["env_id"]
+
+
 def check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     root = Path(args.root)
@@ -70,21 +82,14 @@ def check(args: argparse.Namespace) -> int:
     try:
         artifacts = Artifacts(root, DvcLock.read(root), params)
     except LockError as e:
-        print(f"error: {e}", file=sys.stderr)
+        errors.report(e)
         return 2
     outcomes, seconds = {}, {}
     for g in gates:
         start = time.perf_counter()
         outcomes[g.id] = run_gate(g, artifacts, thresholds)
         seconds[g.id] = time.perf_counter() - start
-    env_id = None
-    metrics = root / "runs" / "single" / "metrics.json"
-    if metrics.exists():
-        try:
-            env_id = json.loads(metrics.read_text())["env"]["env_id"]
-        except (ValueError, KeyError, TypeError):
-            env_id = None
-    rep = report.build(outcomes, root, str(args.params), env_id)
+    rep = report.build(outcomes, root, str(args.params), run_env_id(artifacts))
     report_path = root / args.report
     report.write(rep, report_path)
     if args.json:
@@ -159,7 +164,7 @@ def bisect_cmd(args: argparse.Namespace) -> int:
             Path(args.cache) if args.cache else None,
         )
     except bisect.BisectError as e:
-        print(f"error: {e}", file=sys.stderr)
+        errors.report(e)
         return 2
 
 
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--root", default=".", help="the repository (artifacts, dvc.lock, registry/)")
-    ap.add_argument("--params", default="params.yaml")
+    add_params_args(ap, overrides=False)
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="run the gates")
     c.add_argument("--only", nargs="+", metavar="ID", help="gate ids or prefixes (loss_match selects both)")
@@ -203,10 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         return commands[args.cmd](args)
     except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
+        errors.report(e)
         return 2
     except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
+        errors.report(errors.XtrainError(e.args[0]))
         return 2
 
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts import artifacts as contract
+from contracts.fileio import md5_file
+from contracts.validate import ValidationError
 from gates.dvclock import DvcLock
 from xtrain.config import Params
-from xtrain.fileio import md5_file
-from xtrain.validate import ValidationError, load_json, load_schema
 
 
 class ArtifactError(Exception):
@@ -95,7 +96,7 @@ class Artifacts:
         key = (rel, schema, self.record(rel, path))
         if key not in self.validated:
             try:
-                self.validated[key] = load_json(str(path), load_schema("gates", schema))
+                self.validated[key] = contract.read(contract.kind_of_schema(schema), path)
             except ValidationError as e:
                 raise ArtifactError(str(e).replace(str(path), rel, 1)) from None
         data = self.validated[key]

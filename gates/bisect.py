@@ -84,9 +84,12 @@ def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
 
 
 def judge_fingerprint(judge: Path, params: Path) -> str:
-    """What the verdict depends on besides the commit: the gate code, schemas and thresholds."""
+    """What the verdict depends on besides the commit: the gate code, contracts (schemas) and thresholds."""
     h = hashlib.sha256()
-    for path in sorted([*(judge / "gates").rglob("*.py"), *(judge / "gates").rglob("*.json"), params]):
+    code = [
+        f for pkg in ("gates", "contracts") for f in (judge / pkg).rglob("*") if f.suffix in (".py", ".json")
+    ]
+    for path in sorted([*code, params]):
         h.update(str(path.relative_to(judge) if path.is_relative_to(judge) else path).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]

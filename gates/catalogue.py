@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gates import closed_loop, ddp, export, export_gguf, fresh_train, perf, scaling, training
+from gates import closed_loop, ddp, export_gguf, export_md5, fresh_train, perf, scaling, training
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome
 
@@ -72,7 +72,7 @@ GATES: list[Gate] = [
         id="export_md5",
         checks="the re-export of the registry's pinned checkpoint against the md5s of its blessed version",
         threshold=lambda t: "every file equal",
-        run=lambda a, t: export.export_md5(a),
+        run=lambda a, t: export_md5.export_md5(a),
         why="the export must be byte-deterministic on any machine, even where fresh training is not bitwise",
         investigate="python -m registry verify exports/pinned lists each file's expected and actual md5; "
         "config.json changes come from xtrain/export.py, model.safetensors from dtype or tensor "
@@ -104,7 +104,7 @@ GATES: list[Gate] = [
         run=lambda a, t: closed_loop.closed_loop(a),
         why="independent readers prove the export computes what we trained, not just that it loads",
         investigate="reports/closed_loop.json: engines.<engine>.check.samples[] (first_mismatch, per-prompt "
-        "diffs), missing/unexpected keys; python -m xtrain.verify exports/fresh runs/single reruns it",
+        "diffs), missing/unexpected keys; dvc repro -f closed_loop (python -m pipeline.closed_loop) reruns it",
     ),
     Gate(
         id="export_gguf",
@@ -133,7 +133,7 @@ GATES: list[Gate] = [
         ),
         run=lambda a, t: scaling.scaling(a, t["scaling"]),
         why="a change that keeps numerics but loses throughput at scale is still a regression",
-        investigate="bench/scaling.png; rerun one launcher/world with python -m xtrain.scaling; on GPU profile "
+        investigate="bench/scaling.png; rerun one launcher/world with python -m xtrain.scaling_bench; on GPU profile "
         "the step (python -m xtrain.bench) and the all-reduce overlap",
     ),
     Gate(

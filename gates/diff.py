@@ -17,9 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from contracts import artifacts
+from contracts.validate import ValidationError
 from gates.ci_report import short
 from gates.report import COLORS
-from xtrain.validate import ValidationError, load_json, load_schema
 
 RANK = {"pass": 0, "skip": 1, "inconclusive": 2, "fail": 3, "error": 3}
 
@@ -55,7 +56,7 @@ def _same(x: Any, y: Any) -> bool:
 
 
 def load(path: str) -> dict[str, Any]:
-    report = load_json(path, load_schema("gates", "gates_report.schema.json"))
+    report = artifacts.read("gates_report", path)
     ids = [g["id"] for g in report["gates"]]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from xtrain.fileio import md5_file
+from contracts.fileio import md5_file
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 12 ms instead of 90 ms for dvc.lock
 

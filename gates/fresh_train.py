@@ -12,7 +12,7 @@ from typing import Any
 
 from gates import goldens
 from gates.artifacts import ArtifactError, Artifacts
-from gates.export import MANIFEST, export_problems
+from gates.export_md5 import MANIFEST, export_problems
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.training import refuse, run_metrics
 from registry.store import Registry, RegistryError, compare_files

@@ -6,6 +6,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.numbers import rel_diffs  # re-exported: the gates compare trajectories with it
+
+__all__ = ["STATUSES", "Outcome", "failed", "fmt", "inconclusive", "passed", "rel_diffs"]
+
 # inconclusive: a measurement too noisy to judge. It never passes: it counts as a failure (exit 1)
 # whose message says to rerun on a quiet machine.
 STATUSES = ("pass", "fail", "inconclusive", "skip", "error")
@@ -35,17 +39,6 @@ def failed(measured: Any, threshold: Any, message: str) -> Outcome:
 
 def inconclusive(measured: Any, threshold: Any, message: str) -> Outcome:
     return Outcome("inconclusive", measured, threshold, message)
-
-
-def rel_diffs(a: list[float], b: list[float]) -> list[float]:
-    """|a - b| / |b| per step (b is the reference); inf where they cannot be compared."""
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if not (math.isfinite(x) and math.isfinite(y)):
-            out.append(math.inf)
-        else:
-            out.append(abs(x - y) / abs(y) if y else (0.0 if x == y else math.inf))
-    return out
 
 
 def fmt(x: float) -> str:

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from contracts.validate import ValidationError
 from gates import goldens, perf, plots
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
-from gates.export import MANIFEST, _manifest, _registry
+from gates.export_md5 import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
 from registry.store import RegistryError, check_export, compare_files
 from xtrain.gguf_check import check_gguf
-from xtrain.validate import ValidationError
 
 Thresholds = dict[str, Any]
 

@@ -11,9 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from contracts import artifacts
 from gates.outcome import STATUSES, Outcome
-from xtrain.fileio import atomic_write_json
-from xtrain.validate import load_schema, validate
 
 COLORS = {
     "pass": "green",
@@ -66,12 +65,12 @@ def build(
             for gid, o in outcomes.items()
         ],
     }
-    validate(report, load_schema("gates", "gates_report.schema.json"), "gates report")
+    artifacts.check("gates_report", report, "gates report")
     return report
 
 
 def write(report: dict[str, Any], path: Path) -> None:
-    atomic_write_json(path, report)
+    artifacts.write("gates_report", path, report)
 
 
 def _short(x: Any) -> str:

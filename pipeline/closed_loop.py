@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from contracts import artifacts
+from contracts.validate import load_json
 from pipeline import stage
 from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.closed_loop_run import closed_loop, print_summary
 from xtrain.corpus import load_split
-from xtrain.fileio import atomic_write_json
-from xtrain.validate import load_json, load_schema, validate
-from xtrain.verify import closed_loop, print_summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             cl["new_tokens"],
             {"fp32": cl["logits_atol_fp32"], "bf16": cl["logits_atol_bf16"]},
         )
-        validate(report, load_schema("gates", "closed_loop.schema.json"), args.report)
-        atomic_write_json(args.report, report)
+        artifacts.write("closed_loop", args.report, report)
         print_summary(report)
 
     return stage.run(body)

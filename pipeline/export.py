@@ -9,7 +9,6 @@ from pipeline import stage
 from registry.store import Registry
 from xtrain.checkpoint_dir import CheckpointNotFound
 from xtrain.export import ExportError, export
-from xtrain.validate import load_schema, validate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,12 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         params = stage.params_of(args)
         dtype = params["export"]["dtype"]
         pinned = Registry().pinned_dir(params["export"]["pinned_model"])
-        schema = load_schema("gates", "manifest.schema.json")
         model = params["export"]["pinned_model"]
         # The card and GGUF name the model: the pinned one by its pin.json (the default), this run's as -fresh.
         for name, source, title in (("fresh", Path(args.run), f"{model}-fresh"), ("pinned", pinned, None)):
             manifest = export(source, Path(args.out) / name, dtype, name=title)
-            validate(manifest, schema, f"{args.out}/{name}/manifest.json")
             print(
                 f"export {name} ({dtype}): model.safetensors {manifest['files']['model.safetensors']['md5']}"
             )

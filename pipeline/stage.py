@@ -5,21 +5,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from xtrain.config import Params, load_params
-from xtrain.errors import KNOWN, report
+from contracts.errors import KNOWN, report
+from xtrain.config import Params, add_params_args, load_params
 
 
 def parser(description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a params.yaml value (validated like the file)",
-    )
+    add_params_args(ap)
     return ap
 
 
@@ -28,7 +20,7 @@ def params_of(args: argparse.Namespace) -> Params:
 
 
 def run(body: Callable[[], None], errors: tuple[type[BaseException], ...] = ()) -> int:
-    """Run a stage body; known errors become one line on stderr and a non-zero exit (xtrain.errors)."""
+    """Run a stage body; known errors become one line on stderr and a non-zero exit (contracts.errors)."""
     try:
         body()
     except (*KNOWN, *errors) as e:

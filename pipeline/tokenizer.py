@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from contracts.fileio import atomic_write_json, md5_file
+from contracts.validate import load_json
 from pipeline import stage
 from xtrain.corpus import load_split
-from xtrain.fileio import atomic_write_json, md5_file
 from xtrain.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
-from xtrain.validate import load_json
 
 
 def main(argv: list[str] | None = None) -> int:

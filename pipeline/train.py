@@ -9,7 +9,7 @@ from a shell command: this process starts torchrun from Python, and each worker 
 module under torchrun (it sees RANK in its environment). Multi-node stays as it was:
 torchrun --nnodes 2 ... -m pipeline.train proc
 
-The stage then checks what it wrote (metrics.json against gates/schemas/metrics.schema.json).
+The stage then checks what it wrote (metrics.json against contracts/schemas/metrics.schema.json).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from contracts import artifacts
+from contracts.errors import report
+from contracts.validate import ValidationError
 from xtrain import launch
 from xtrain.config import load_params
-from xtrain.validate import ValidationError, load_json, load_schema
 
 
 def worlds(params_path: str, overrides: list[str]) -> dict[str, int]:
@@ -41,7 +43,7 @@ def proc_command(argv: list[str]) -> list[str]:
 def check_written(argv: list[str]) -> None:
     args = launch.parse_args(argv)
     run_dir = Path(args.run_dir or f"runs/{args.launcher}")
-    load_json(str(run_dir / "metrics.json"), load_schema("gates", "metrics.schema.json"))
+    artifacts.read("metrics", run_dir / "metrics.json")  # also on a torchrun worker's write: read it back
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if code == 0:
             check_written(argv)
     except ValidationError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report(e)  # exit 2 (ValidationError.exit_code)
     return code
 
 

@@ -21,6 +21,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from contracts import artifacts
+from contracts.errors import cli
+from contracts.fileio import atomic_write_json, md5_file
+from contracts.numbers import max_rel
+from contracts.validate import load_schema, validate
 from registry.baselines import bless_baseline
 from registry.checks import check_against_manifest, check_checkpoint, check_name, inside, validate_everything
 from registry.provenance import provenance
@@ -35,9 +40,7 @@ from registry.store import (
     write_once,
 )
 from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.errors import cli
-from xtrain.fileio import atomic_write_json, md5_file
-from xtrain.validate import load_json, load_schema, validate
+from xtrain.config import add_params_args
 
 MIN_REASON = 10
 
@@ -49,7 +52,7 @@ def default_model(params: str) -> str:
 
 
 def read_manifest(export_dir: Path) -> dict[str, Any]:
-    return load_json(str(export_dir / MANIFEST), load_schema("gates", "manifest.schema.json"))
+    return artifacts.read("manifest", export_dir / MANIFEST)
 
 
 def need_reason(reason: str | None) -> str:
@@ -138,7 +141,7 @@ def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, para
         "reason": reason,
     }
     entry = seal(entry)
-    validate(entry, load_schema("registry", "version.schema.json"), str(path))
+    validate(entry, load_schema("version.schema.json"), str(path))
     write_once(inside(reg.root, path), entry)
     print(f"blessed {path}")
     return 0
@@ -158,7 +161,7 @@ def series(values: dict[int, float]) -> dict[str, Any]:
 def bless_golden(
     reg: Registry, metrics_path: Path, export_dir: Path, tier: str | None, reason: str, params: str
 ) -> int:
-    metrics = load_json(str(metrics_path), load_schema("gates", "metrics.schema.json"))
+    metrics = artifacts.read("metrics", metrics_path)
     manifest = read_manifest(export_dir)
     env = metrics["env"]
     env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
@@ -183,7 +186,7 @@ def bless_golden(
         old = last.data["metrics"]["train_loss"]["values"]
         new = golden["metrics"]["train_loss"]["values"]
         common = sorted(set(old) & set(new), key=int)
-        rel = max((abs(new[s] - old[s]) / max(abs(old[s]), 1e-12) for s in common), default=0.0)
+        rel = max_rel([new[s] for s in common], [old[s] for s in common])
         same_md5 = last.data["export"]["files"] == golden["export"]["files"]
         if (
             rel == 0.0
@@ -201,7 +204,7 @@ def bless_golden(
     path = reg.next_path(reg.root / "goldens" / env_id)
     golden["version"] = int(path.stem[1:])
     golden = seal(golden)
-    validate(golden, load_schema("registry", "golden.schema.json"), str(path))
+    validate(golden, load_schema("golden.schema.json"), str(path))
     write_once(inside(reg.root, path), golden)
     print(f"blessed golden {path} ({tier} tier)")
     return 0
@@ -235,7 +238,7 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
     }
     pin = seal(pin)
     try:
-        validate(pin, load_schema("registry", "pinned.schema.json"), str(dest / "pin.json"))
+        validate(pin, load_schema("pinned.schema.json"), str(dest / "pin.json"))
         atomic_write_json(tmp / "pin.json", pin)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -277,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--root", default=None, help="registry folder (default: the registry package)")
-    ap.add_argument("--params", default="params.yaml")
+    add_params_args(ap, overrides=False)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list")
     sub.add_parser("validate")
@@ -317,9 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "verify":
         export_dir = Path(args.export_dir)
         report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
-        if args.report:  # the stage checks what it writes (the gates read it with this schema)
-            validate(report, load_schema("gates", "registry_check.schema.json"), args.report)
-            atomic_write_json(args.report, report)
+        if args.report:
+            artifacts.write("registry_check", args.report, report)
         print_verify(report, export_dir)
         return 0 if report["passed"] or args.no_fail else 1
     if args.cmd == "bless":

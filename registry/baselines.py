@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from contracts import artifacts
+from contracts.validate import load_schema, validate
 from gates.perf import STAGES, median_spread, stage_perf
 from registry.provenance import provenance
 from registry.store import Registry, RegistryError, seal, write_once
-from xtrain.validate import load_json, load_schema, validate
 
 STAGE_KEYS = ("launcher", "env_id", "world", "device", "config_hash", "tokens_per_step", "perf")
 
@@ -28,12 +29,11 @@ def stage_entry(metrics: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def read_stages(runs: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(stage entries, env of the first stage) from every metrics file present under `runs`."""
-    schema = load_schema("gates", "metrics.schema.json")
     stages, env = {}, None
     for launcher in STAGES:
         path = runs / launcher / "metrics.json"
         if path.exists():
-            metrics = load_json(str(path), schema)
+            metrics = artifacts.read("metrics", path)
             stages[launcher] = stage_entry(metrics, path)
             env = env or metrics["env"]
     if env is None:
@@ -76,7 +76,7 @@ def bless_baseline(reg: Registry, runs: Path, reason: str, params: str) -> int:
         "reason": reason,
     }
     entry = seal(entry)  # like every registry file: a hand edit is refused on read
-    validate(entry, load_schema("registry", "baseline.schema.json"), str(path))
+    validate(entry, load_schema("baseline.schema.json"), str(path))
     write_once(path, entry)
     print(f"blessed perf baseline {path}")
     return 0

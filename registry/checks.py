@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from contracts.fileio import md5_file
+from contracts.validate import ValidationError, load_json
 from registry.store import MANIFEST, Registry, RegistryError, export_files
-from xtrain.fileio import md5_file
-from xtrain.validate import ValidationError, load_json
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]{0,99}$")
 NAME_RULE = f"pattern {NAME.pattern}"

@@ -5,7 +5,7 @@
     registry/baselines/<env_id>/v<N>.json perf baseline (raw windows, peak memory) of one environment
     registry/pinned/<model>/              the pinned reference checkpoint (+ pin.json)
 
-Every file is validated against registry/schemas/ when read; a hand-broken file is a one-line
+Every file is validated against contracts/schemas/ when read; a hand-broken file is a one-line
 schema error naming the file and key. Every file also carries `content_sha256`, the sha256 of its
 canonical JSON without that field, written when it is blessed and checked on every read: a hand
 edit (a golden moved to match a run, cut short or switched to another tier) is an error. Entries
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xtrain.errors import XtrainError
-from xtrain.fileio import canonical_json, md5_file, sha256_text
-from xtrain.validate import ValidationError, load_json, load_schema
+from contracts.errors import XtrainError
+from contracts.fileio import canonical_json, md5_file, sha256_text
+from contracts.validate import ValidationError, load_json, load_schema
 
 ROOT = Path(__file__).resolve().parent
 VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
@@ -59,7 +59,7 @@ def seal(obj: dict[str, Any]) -> dict[str, Any]:
 
 def load_sealed(path: Path, schema: str) -> dict[str, Any]:
     """Read a registry file, validate it, and refuse it if its content hash does not match."""
-    data = load_json(str(path), load_schema("registry", schema))
+    data = load_json(str(path), load_schema(schema))
     if data[CONTENT_HASH] != content_hash(data):
         raise ValidationError(
             str(path),

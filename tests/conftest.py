@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import shutil
 import subprocess
@@ -105,13 +106,21 @@ def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
     )
 
 
+@functools.cache
+def params_train() -> dict:
+    """params.yaml's train section on the CPU profile: the values a tiny config does not set (as the CLI runs)."""
+    from xtrain.config import load_params
+
+    return dict(load_params(str(REPO / "params.yaml"), ["profile=cpu"])["train"])
+
+
 def tiny_run_config(
     vocab_size: int, model: dict | None = None, train: dict | None = None, seed: int = TINY_SEED
 ):
     from xtrain.config import ModelConfig, RunConfig, TrainConfig
 
     m = {"vocab_size": vocab_size, **TINY_MODEL, **(model or {})}
-    t = {**TINY_TRAIN, "cpu_threads": 1, **(train or {})}
+    t = {**params_train(), **TINY_TRAIN, "cpu_threads": 1, **(train or {})}
     return RunConfig(seed=seed, model=ModelConfig(**m), train=TrainConfig(**t))
 
 

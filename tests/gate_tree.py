@@ -19,14 +19,14 @@ from pathlib import Path
 import yaml
 
 from conftest import REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
+from contracts.fileio import atomic_write_json
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
 from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.closed_loop_run import closed_loop
 from xtrain.config import set_in_file
 from xtrain.export import export
-from xtrain.fileio import atomic_write_json
 from xtrain.launch import run_single, run_threads, torchrun_cmd
-from xtrain.verify import closed_loop
 
 SCALING_OVERRIDES = ("scaling.warmup_steps=1", "scaling.window_steps=2", "scaling.windows=2")
 

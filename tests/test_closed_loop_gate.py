@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, tiny_spec, tiny_text
+from contracts.fileio import atomic_write_json
 from gates.__main__ import main as gates_main
 from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.closed_loop_run import closed_loop
 from xtrain.export import export
-from xtrain.fileio import atomic_write_json
 from xtrain.launch import run_single
-from xtrain.verify import closed_loop
 
 REPORT = "reports/closed_loop.json"
 

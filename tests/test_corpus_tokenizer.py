@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from conftest import REPO, tiny_text
+from contracts.fileio import md5_file
 from xtrain.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
-from xtrain.fileio import md5_file
 from xtrain.tokenizer import encode_text, load_tokenizer, load_tokens, train_tokenizer
 
 

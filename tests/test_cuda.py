@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
+from contracts.numbers import max_rel
 from xtrain.launch import run_single, torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -34,10 +35,6 @@ def world() -> int:
 
 def metrics(run_dir: Path) -> dict:
     return json.loads((run_dir / "metrics.json").read_text())
-
-
-def max_rel(a: list[float], b: list[float]) -> float:
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
 @pytest.fixture(scope="module")

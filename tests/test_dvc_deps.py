@@ -23,7 +23,7 @@ import pytest
 
 from conftest import REPO, scratch_repo
 
-PACKAGES = ("xtrain", "gates", "registry", "pipeline")
+PACKAGES = ("contracts", "xtrain", "gates", "registry", "pipeline")
 SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]+\.schema\.json$")
 
 
@@ -132,8 +132,8 @@ def test_the_closure_finds_what_a_stage_misses() -> None:
     modules = ("checkpoint", "comm", "config", "data", "determinism", "launch", "model", "optim", "train")
     old_train_deps = ("pipeline/train.py", *(f"xtrain/{m}.py" for m in modules))
     missing = missing_deps("python3 -m pipeline.train proc", old_train_deps)
-    assert {"xtrain/env.py", "xtrain/__init__.py", "gates/schemas/metrics.schema.json"} <= set(missing)
-    assert "xtrain/schemas/params.schema.json" in missing  # config.py loads it
+    assert {"xtrain/env.py", "xtrain/__init__.py", "contracts/schemas/metrics.schema.json"} <= set(missing)
+    assert "contracts/schemas/params.schema.json" in missing  # config.py loads it
     assert not covered("xtrain/env.py", ("xtrain/e",)) and covered("xtrain/env.py", ("xtrain/",))
 
 
@@ -156,16 +156,16 @@ def changed_deps(status: dict, stage: str) -> dict:
 
 def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> None:
     """Real DVC: after an edit of xtrain/env.py (imported only through the launchers) and of
-    xtrain/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
+    contracts/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
     root = scratch_repo(tmp_path)
     before = dvc_status(root)
-    for rel in ("xtrain/env.py", "xtrain/fileio.py"):
+    for rel in ("xtrain/env.py", "contracts/fileio.py"):
         with open(root / rel, "a") as f:
             f.write("\n# edited\n")
     after = dvc_status(root)
     for stage, (cmd, _) in stages().items():
         imported = closure(stage_module(cmd))
-        for rel in ("xtrain/env.py", "xtrain/fileio.py"):
+        for rel in ("xtrain/env.py", "contracts/fileio.py"):
             if rel in imported:
                 assert rel not in changed_deps(before, stage), (
                     f"dvc.lock is stale for {stage} ({rel}): run `dvc repro` and commit dvc.lock"
@@ -174,3 +174,15 @@ def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> 
             else:
                 assert rel not in changed_deps(after, stage), (stage, rel)  # the control: others stay
     assert any("xtrain/env.py" not in closure(stage_module(c)) for c, _ in stages().values())
+
+
+def test_every_source_dep_exists() -> None:
+    """A dep that no stage writes must be in the repository: a moved file would otherwise fail
+    `dvc repro` only when the stage runs (seen: registry/schemas after the schemas moved)."""
+    from dvc.repo import Repo
+
+    with Repo(str(REPO)) as repo:
+        outs = {o.def_path for s in repo.index.stages for o in s.outs}
+    deps = {d for _, ds in stages().values() for d in ds}
+    gone = sorted(d for d in deps if not (REPO / d).exists() and not covered(d, tuple(outs)))
+    assert not gone, f"dvc.yaml names deps that do not exist: {gone}"

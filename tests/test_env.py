@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from conftest import REPO
+from contracts.validate import ValidationError, load_schema, validate
 from xtrain.env import ENV_ID, cpu_info, fingerprint
-from xtrain.validate import ValidationError, load_schema, validate
 
 CPU = torch.device("cpu")
 
@@ -76,7 +76,7 @@ def test_other_torch_kernels_get_another_env_id() -> None:
 
 
 def test_metrics_schema_accepts_the_full_fingerprint(tmp_path: Path) -> None:
-    schema = load_schema("gates", "metrics.schema.json")["properties"]["env"]
+    schema = load_schema("metrics.schema.json")["properties"]["env"]
     env = json.loads(json.dumps(fingerprint(CPU, 2, "fp32")))
     validate(env, schema, "env")
     env["env_id"] = "CPU x86 (bad)"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, tiny_spec, tiny_text
+from xtrain.closed_loop_run import closed_loop, perturbed_copy
 from xtrain.export import ExportError, export, hf_tensor_names
 from xtrain.launch import run_single
-from xtrain.verify import closed_loop, perturbed_copy
 
 ATOL = {"fp32": 1e-4, "bf16": 1e-2}
 
@@ -120,7 +120,7 @@ def test_closed_loop_fails_on_a_wrong_config(checkpoint: Path, tmp_path: Path) -
 def test_a_control_that_cannot_fail_fails_the_closed_loop(
     checkpoint: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    import xtrain.verify as verify
+    import xtrain.closed_loop_run as verify
 
     def harmless_copy(src: Path, dest: Path, tensor: str) -> Path:
         import shutil
@@ -245,7 +245,7 @@ def test_llama_cpp_greedy_tokens_match_ours(checkpoint: Path, tmp_path: Path) ->
     """llama.cpp itself, where llama-cpp-python is installed (docs/deploying.md says how to build it)."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (docs/deploying.md)")
     from xtrain.checkpoint_dir import resolve_checkpoint
-    from xtrain.verify import greedy, load_ours, prompts_from_text
+    from xtrain.closed_loop_run import greedy, load_ours, prompts_from_text
 
     export(checkpoint, tmp_path / "e", "fp32")
     ours, tok = load_ours(resolve_checkpoint(checkpoint), "fp32")

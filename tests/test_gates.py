@@ -19,9 +19,9 @@ import yaml
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 
 from conftest import REPO
+from contracts.validate import load_json, load_schema
 from gates.__main__ import main as gates_main
 from xtrain.export import export
-from xtrain.validate import load_json, load_schema
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -50,7 +50,7 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
         "perf.throughput",
         "perf.memory",
     ]
-    load_json(str(work / "reports/gates.json"), load_schema("gates", "gates_report.schema.json"))
+    load_json(str(work / "reports/gates.json"), load_schema("gates_report.schema.json"))
     assert gate(report, "loss_match.thread")["measured"] < 1e-3
     assert gate(report, "fresh_train")["measured"] == "bitwise"
     assert "exact tier vs golden " in gate(report, "fresh_train")["message"]
@@ -237,7 +237,7 @@ def test_json_output_and_report_schema(work: Path, capsys) -> None:
         "skip": 0,
         "error": 0,
     }
-    load_json(str(work / "reports/gates.json"), load_schema("gates", "gates_report.schema.json"))
+    load_json(str(work / "reports/gates.json"), load_schema("gates_report.schema.json"))
 
 
 def test_list_and_explain(capsys) -> None:

@@ -125,8 +125,8 @@ def test_a_shell_command_as_world_in_the_params_file_is_refused_before_anything_
 
 
 def test_torchrun_cmd_takes_only_a_positive_integer_world() -> None:
+    from contracts.validate import ValidationError
     from xtrain.launch import torchrun_cmd
-    from xtrain.validate import ValidationError
 
     assert torchrun_cmd(2, "m")[5] == "2"
     for bad in (0, "2 --help", 2.0, True):
@@ -245,7 +245,7 @@ def test_the_recorded_md5_alone_is_not_trusted(ws: Workspace, capfd) -> None:
     """Weights and state.json changed together (md5 recomputed): the parameter digest still refuses it."""
     from safetensors.torch import load_file, save_file
 
-    from xtrain.fileio import md5_file
+    from contracts.fileio import md5_file
 
     ckpt = latest_checkpoint(ws.run_dir)
     tensors = load_file(str(ckpt / "model.safetensors"))
@@ -290,8 +290,8 @@ def test_a_write_that_fails_names_the_file_and_keeps_the_previous_run(ws: Worksp
 
 def test_a_full_disk_names_the_file(tmp_path: Path) -> None:
     """ENOSPC on a real 64 kB tmpfs (needs mount rights; skipped where there are none)."""
-    from xtrain.errors import FileWriteError
-    from xtrain.fileio import atomic_write_bytes
+    from contracts.errors import FileWriteError
+    from contracts.fileio import atomic_write_bytes
 
     disk = tmp_path / "disk"
     disk.mkdir()

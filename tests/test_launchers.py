@@ -17,14 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
+from contracts.numbers import max_rel
 from xtrain.launch import run_single, run_threads, torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
-
-
-def max_rel(a: list[float], b: list[float]) -> float:
-    assert len(a) == len(b) and a
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
 
 
 def torchrun(

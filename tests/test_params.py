@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import REPO
+from contracts.validate import ValidationError
 from xtrain.config import load_params, resolve
-from xtrain.validate import ValidationError
 
 
 @pytest.fixture()

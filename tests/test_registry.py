@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, tiny_spec
+from contracts.fileio import md5_file
 from registry.__main__ import main as registry_main
 from registry.store import Registry, RegistryError, write_once
 from xtrain.export import export
-from xtrain.fileio import md5_file
 from xtrain.launch import run_single
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TINY_MODEL, TINY_SEED, TINY_TRAIN, TinyData
+from contracts.validate import ValidationError
 from pipeline.train import proc_command, worlds
 from xtrain.config import set_in_file
-from xtrain.validate import ValidationError
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from xtrain import determinism
 from xtrain.comm import Communicator, FlatGrads, SingleComm
-from xtrain.config import ModelConfig, TrainConfig, load_params
+from xtrain.config import ModelConfig, TrainConfig, add_params_args, load_params
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer
@@ -249,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_params_args(ap)
     ap.add_argument("--configs", nargs="+", default=["params", "ref"], choices=["params", *SHAPES])
     ap.add_argument("--device", default=None, help="default: train.device from params")
     ap.add_argument(
@@ -330,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_table(rows, label)
     if args.json:
-        from xtrain.fileio import atomic_write_json
+        from contracts.fileio import atomic_write_json
 
         atomic_write_json(args.json, {"device": label, "torch": torch.__version__, "rows": rows})
     return 0

@@ -21,8 +21,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from torch import nn
 
-from xtrain.fileio import atomic_directory, canonical_json, md5_file
-from xtrain.validate import ValidationError, load_json
+from contracts.fileio import atomic_directory, canonical_json, md5_file
+from contracts.validate import ValidationError, load_json
 
 FORMAT = "xtrain-checkpoint/1"
 NEXT_STEP = "resume from an intact checkpoint (edit checkpoints/latest) or train without --resume"

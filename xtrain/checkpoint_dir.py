@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from xtrain.errors import XtrainError
-from xtrain.fileio import atomic_write_text
+from contracts.errors import XtrainError
+from contracts.fileio import atomic_write_text
 
 
 class CheckpointNotFound(XtrainError, FileNotFoundError):

@@ -51,7 +51,6 @@ class FlatGrads:
 class Communicator:
     """Base: the collective primitives plus the gradient-sync hooks the train step calls."""
 
-    name = "base"
     uses_ddp = False
 
     def __init__(self, rank: int, world: int, device: torch.device) -> None:
@@ -72,10 +71,6 @@ class Communicator:
         if self.world > 1:
             for t in tensors:
                 t.div_(self.world)
-
-    def all_reduce_max(self, value: float) -> float:
-        """Max over ranks of a float, through a one-hot sum (no extra primitive needed)."""
-        return max(self.gather_floats(value))
 
     def gather_floats(self, value: float) -> list[float]:
         """Every rank's `value`, on every rank (float64)."""
@@ -110,8 +105,6 @@ class Communicator:
 
 
 class SingleComm(Communicator):
-    name = "single"
-
     def __init__(self, device: torch.device) -> None:
         super().__init__(0, 1, device)
 
@@ -158,8 +151,6 @@ class ThreadGroup:
 
 
 class ThreadComm(Communicator):
-    name = "thread"
-
     def __init__(self, group: ThreadGroup, rank: int, device: torch.device) -> None:
         super().__init__(rank, group.world, device)
         self.group = group
@@ -215,16 +206,11 @@ class ThreadComm(Communicator):
 class ProcComm(Communicator):
     """One process per rank; torch.distributed initialised from torchrun's environment."""
 
-    name = "proc"
-
-    def __init__(
-        self, rank: int, world: int, local_rank: int, device: torch.device, timeout_s: float, grad_sync: str
-    ) -> None:
+    def __init__(self, rank: int, world: int, device: torch.device, timeout_s: float, grad_sync: str) -> None:
         import torch.distributed as dist
 
         super().__init__(rank, world, device)
         self.dist = dist
-        self.local_rank = local_rank
         self.backend = "nccl" if device.type == "cuda" else "gloo"
         # One rank has nothing to average: no DDP reducer, no gradient collective.
         self.uses_ddp = grad_sync == "ddp" and world > 1

@@ -1,7 +1,7 @@
 """params.yaml -> validated, typed configuration (torch-free).
 
 Order of precedence: params.yaml < profiles.<profile> < --set overrides. The merged result is
-validated against xtrain/schemas/params.schema.json and then against the cross-field rules
+validated against contracts/schemas/params.schema.json and then against the cross-field rules
 below; any problem is one line naming the file, the key and what is allowed.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from xtrain.errors import cli
-from xtrain.fileio import atomic_write_text
-from xtrain.validate import ValidationError, load_schema, validate
+from contracts.errors import cli
+from contracts.fileio import atomic_write_text
+from contracts.validate import ValidationError, load_schema, validate
 
 DEFAULT_PARAMS = "params.yaml"
 
@@ -48,44 +48,38 @@ class ModelConfig:
     def head_dim(self) -> int:
         return self.dim // self.n_heads
 
-    def n_params(self) -> int:
-        hd, kv = self.head_dim, self.n_kv_heads
-        attn = self.dim * (self.n_heads * hd) * 2 + self.dim * (kv * hd) * 2 + 2 * hd
-        mlp = 3 * self.dim * self.ffn_dim
-        per_layer = attn + mlp + 2 * self.dim
-        emb = self.vocab_size * self.dim
-        return emb * (1 if self.tie_embeddings else 2) + self.n_layers * per_layer + self.dim
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    device: str = "cpu"
-    precision: str = "fp32"
-    seq_len: int = 128
-    global_batch: int = 16
-    grad_accum: int = 1
-    steps: int = 100
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    warmup_steps: int = 10
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    adam_eps: float = 1e-8
-    grad_clip: float = 1.0
-    eval_every: int = 0
-    eval_batches: int = 2
-    ckpt_every: int = 0
-    keep_checkpoints: int = 2
-    log_every: int = 10
-    cpu_threads: int = 2
-    deterministic: bool = True
-    compile: bool = False
-    compile_mode: str = "default"
-    fused_adamw: bool = False
+    """Optimisation settings: every field required, so params.yaml `train:` is the one place values live."""
+
+    device: str
+    precision: str
+    seq_len: int
+    global_batch: int
+    grad_accum: int
+    steps: int
+    lr: float
+    min_lr: float
+    warmup_steps: int
+    weight_decay: float
+    beta1: float
+    beta2: float
+    adam_eps: float
+    grad_clip: float
+    eval_every: int
+    eval_batches: int
+    ckpt_every: int
+    keep_checkpoints: int
+    log_every: int
+    cpu_threads: int
+    deterministic: bool
+    compile: bool
+    compile_mode: str
+    fused_adamw: bool
 
 
 # Train settings that never change the numbers a run produces (logging and checkpoint cadence).
@@ -145,6 +139,20 @@ def _partial(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_partial(v) for v in schema]
     return schema
+
+
+def add_params_args(ap: argparse.ArgumentParser, overrides: bool = True) -> None:
+    """`--params FILE` and (with overrides) repeatable `--set KEY=VALUE`: every command reads params this way."""
+    ap.add_argument("--params", default=DEFAULT_PARAMS)
+    if overrides:
+        ap.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a params.yaml value (validated like the file)",
+        )
 
 
 def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
@@ -251,7 +259,7 @@ def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> N
 
 def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, ...] = ()) -> Params:
     """Apply the profile and overrides to a loaded params dict, validate, and return Params."""
-    schema = load_schema("xtrain", "params.schema.json")
+    schema = load_schema("params.schema.json")
     if not isinstance(raw, dict):
         raise ValidationError(source, "", "expected a mapping at the top level", "a YAML mapping")
     raw = copy.deepcopy(raw)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xtrain.errors import XtrainError
-from xtrain.fileio import atomic_write_bytes, atomic_write_json, sha256_file, sha256_text
+from contracts.errors import XtrainError
+from contracts.fileio import atomic_write_bytes, atomic_write_json, sha256_file, sha256_text
 
 EOT = "<|endoftext|>"
 SEPARATOR = f"\n{EOT}\n"

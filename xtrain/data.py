@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
+from contracts.validate import ValidationError
 from xtrain import faults
 from xtrain.determinism import derive_seed
 from xtrain.fingerprint import MAX_TERMS, hash32
-from xtrain.validate import ValidationError
 
 
 @dataclass

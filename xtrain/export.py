@@ -28,11 +28,13 @@ import numpy as np
 import torch
 from safetensors.torch import save
 
+from contracts import artifacts
+from contracts.errors import report
+from contracts.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
 from xtrain.config import ModelConfig
 from xtrain.corpus import EOT
-from xtrain.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.gguf_export import write_gguf
 from xtrain.model_card import model_card
 
@@ -217,6 +219,7 @@ def export(
             "n_tensors": len(tensors),
             "n_params": sum(t.numel() for t in tensors.values()),
         }
+        artifacts.check("manifest", manifest, Path(out_dir) / "manifest.json")
         (tmp / "manifest.json").write_bytes(canonical_json(manifest).encode())
     return manifest
 
@@ -238,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer, args.name)
     except (ExportError, CheckpointNotFound, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        report(e)
         return 1
     for name, f in manifest["files"].items():
         print(f"{f['md5']}  {f['bytes']:>10,}  {name}")

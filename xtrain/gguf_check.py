@@ -16,8 +16,8 @@ from typing import Any
 import gguf
 import numpy as np
 
+from contracts.validate import load_json
 from xtrain.gguf_export import ARCH, PRE_TOKENIZER, gguf_name, vocab
-from xtrain.validate import load_json
 
 GGUF_FILE = "model.gguf"
 

@@ -33,16 +33,16 @@ from typing import Any
 
 import torch
 
+from contracts.errors import XtrainError, debug, one_line, report
+from contracts.validate import ValidationError
 from xtrain import determinism, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.config import Params, TrainConfig, load_params
+from xtrain.config import Params, TrainConfig, add_params_args, load_params
 from xtrain.data import TokenData
 from xtrain.env import fingerprint
-from xtrain.errors import XtrainError, debug, one_line, report
 from xtrain.model import build_model
 from xtrain.tokenizer import load_tokenizer
 from xtrain.train import RankResult, RunSpec, metrics_dict, train_rank, write_metrics
-from xtrain.validate import ValidationError
 
 LAUNCHERS = ("single", "thread", "proc")
 
@@ -214,7 +214,7 @@ def run_proc_rank(
     device = device_for(spec.run.train.device, local_rank)
     spec = _prepare_process(spec, device, local_world)
     with staged(spec, writer=rank == 0) as spec, cuda_device(device):
-        comm = ProcComm(rank, world, local_rank, device, timeout_s, grad_sync)
+        comm = ProcComm(rank, world, device, timeout_s, grad_sync)
         comm.barrier()  # rank 0 has prepared the staging directory before anyone reads it
         try:
             result = target(spec, comm)
@@ -269,15 +269,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("launcher", choices=LAUNCHERS)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a params.yaml value (validated like the file)",
-    )
+    add_params_args(ap)
     ap.add_argument("--run-dir", default=None, help="default: runs/<launcher>")
     ap.add_argument(
         "--world", type=int, default=None, help="thread launcher: ranks (default: launchers.thread.world)"

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("export_dir")
     ap.add_argument("out", help="the .onnx file to write")
     args = ap.parse_args(argv)
-    from xtrain.fileio import atomic_write_bytes
+    from contracts.fileio import atomic_write_bytes
 
     atomic_write_bytes(args.out, onnx_bytes(Path(args.export_dir)))
     print(f"wrote {args.out}")

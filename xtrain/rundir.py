@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from contracts.fileio import naming_the_file, replace_directory
 from xtrain.checkpoint_dir import CheckpointDir
-from xtrain.fileio import naming_the_file, replace_directory
 
 OUTPUTS = ("checkpoints", "metrics.json", "summary.json", "loss.csv", "eval.csv")
 

@@ -13,9 +13,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from contracts.fileio import atomic_write_bytes, atomic_write_text
+from contracts.validate import ValidationError
 from xtrain.corpus import EOT, SEPARATOR
-from xtrain.fileio import atomic_write_bytes, atomic_write_text
-from xtrain.validate import ValidationError
 
 RETOKENIZE = "re-run the tokenizer stage (dvc repro tokenizer)"
 

@@ -18,6 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contracts import artifacts
+from contracts.errors import XtrainError
+from contracts.fileio import atomic_write_text
 from xtrain import faults, perf_hooks
 from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.checkpoint_dir import CheckpointDir
@@ -25,13 +28,12 @@ from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, step_batch
 from xtrain.determinism import derive_seed
-from xtrain.errors import XtrainError
-from xtrain.fileio import atomic_write_json, atomic_write_text
 from xtrain.fingerprint import StepLedger
 from xtrain.model import Transformer
 from xtrain.optim import build_optimizer, lr_at, set_lr
 from xtrain.peak_memory import peak_bytes, peak_record
 from xtrain.progress import Progress
+from xtrain.step_timer import StepTimer
 
 METRICS_FORMAT = "xtrain-metrics/1"
 
@@ -228,9 +230,143 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> RankResult:
+def eval_due(t: TrainConfig, done: int) -> bool:
+    """Evaluate every eval_every steps and after the last one (never when eval_every is 0)."""
+    return bool(t.eval_every) and (done % t.eval_every == 0 or done == t.steps)
+
+
+def checkpoint_due(t: TrainConfig, done: int) -> bool:
+    """Checkpoint every ckpt_every steps (0: never) and always after the last one."""
+    return bool(t.ckpt_every and done % t.ckpt_every == 0) or done == t.steps
+
+
+@dataclass
+class Checkpointer:
+    """Resume from and save to the run's checkpoints folder; only the writer rank writes."""
+
+    spec: RunSpec
+    ckpts: CheckpointDir | None
+    is_writer: bool
+
+    @classmethod
+    def for_rank(cls, spec: RunSpec, rank: int) -> Checkpointer:
+        t = spec.run.train
+        ckpts = (
+            CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints) if spec.run_dir else None
+        )
+        return cls(spec, ckpts, rank == 0 and spec.run_dir is not None)
+
+    def resume(self, model: nn.Module, opt: torch.optim.Optimizer) -> tuple[History, int]:
+        """(history, first step): the latest checkpoint's with --resume, else a fresh start."""
+        if not self.spec.resume or self.ckpts is None or (latest := self.ckpts.latest()) is None:
+            return History(), 0
+        state, run = read_state(latest), self.spec.run
+        if state["config_hash"] != run.config_hash():
+            raise ResumeMismatch(
+                f"{latest}/state.json: config_hash {state['config_hash']} differs from this "
+                f"run's {run.config_hash()}: refusing to resume a different configuration"
+            )
+        restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
+        return History.from_dict(state["history"]), int(state["step"])
+
+    def due(self, done: int) -> bool:
+        return self.ckpts is not None and checkpoint_due(self.spec.run.train, done)
+
+    def save(self, done: int, history: History, model: nn.Module, opt: torch.optim.Optimizer) -> None:
+        if self.is_writer and self.ckpts is not None:
+            state = _checkpoint_state(self.spec, done, history, model)
+            save_checkpoint(self.ckpts.path(done), model, opt, state, _tok(self.spec))
+            self.ckpts.commit(done)
+
+
+@dataclass
+class StepWindow:
+    """The steps since the last read-back, still on the device; flush() reads them back once.
+
+    Reading a loss forces a device sync, so losses are read in windows (log_every): reduced over
+    ranks (the trajectory is the mean, like single-device), checked finite, appended to history.
+    """
+
+    comm: Communicator
+    timer: StepTimer
+    history: History
+    progress: Progress
+    pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
+
+    def add(self, step: int, loss: torch.Tensor, gnorm: torch.Tensor, lr: float) -> None:
+        self.pending.append((step, loss, gnorm, lr))
+
+    def flush(self) -> None:
+        pending, h = self.pending, self.history
+        if not pending:
+            return
+        losses = torch.stack([p[1] for p in pending]).float()
+        self.comm.all_reduce_mean_([losses])
+        norms = torch.stack([p[2] for p in pending]).float().tolist()
+        seconds = self.timer.close_window(pending[0][0], len(pending))
+        for (step, _, _, lr), loss, gnorm in zip(pending, losses.tolist(), norms, strict=True):
+            if not math.isfinite(loss):
+                raise NonFiniteLoss(
+                    f"loss is {loss} at step {step} (lr {lr:.3e}, grad norm {gnorm}): "
+                    "stopping; check the learning rate, precision and data"
+                )
+            h.train_loss.append(loss)
+            h.grad_norm.append(gnorm)
+            h.lr.append(lr)
+        tokens_per_s = len(pending) * self.timer.tokens_per_step / max(seconds, 1e-9)
+        self.progress.update(pending[-1][0] + 1, len(pending), h.train_loss[-1], pending[-1][3], tokens_per_s)
+        pending.clear()
+
+
+@dataclass
+class Trainer:
+    """What one rank's optimizer step needs; step() runs one and returns (loss, grad norm, lr)."""
+
+    comm: Communicator
+    model: Transformer
+    module: nn.Module  # the model as trained: DDP-wrapped and/or compiled
+    opt: torch.optim.Optimizer
+    grads: FlatGrads | None
+    data: TokenData
+    spec: RunSpec
+    ledger: StepLedger = field(default_factory=StepLedger)  # samples and dropout masks per step
+
+    def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+        comm, spec, t = self.comm, self.spec, self.spec.run.train
+        check_train_mode(self.model)
+        poison = faults.at_step(comm.rank, step)
+        lr = lr_at(step, t)
+        set_lr(self.opt, lr)
+        batch = step_batch(
+            self.data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
+        )
+        # One dropout seed per step for every rank: masks are per global sample (xtrain/model.py).
+        dropout_seed = faults.dropout_seed(
+            spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
+        )
+        grad_scale = faults.grad_scale(comm.rank, step, comm.world)
+        comm.progress(step)
+        loss, gnorm = train_step(
+            self.module,
+            self.model,
+            self.opt,
+            batch.micro,
+            comm,
+            self.grads,
+            t,
+            [dropout_seed] * t.grad_accum,
+            batch.rows,
+            grad_scale,
+        )
+        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn())
+        perf_hooks.step_delay()
+        if poison:
+            loss = loss * float("nan")
+        return loss, gnorm, lr
+
+
+def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> Trainer:
     t = spec.run.train
-    wall0 = time.perf_counter()
     if t.global_batch % (t.grad_accum * comm.world):
         raise ValueError(
             f"train.global_batch={t.global_batch} is not divisible by grad_accum*world="
@@ -241,129 +377,59 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
     grads = flat_grads(model, comm)
-    opt = build_optimizer(model, t)
-    ckpts = CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints) if spec.run_dir else None
-    is_writer = comm.rank == 0 and spec.run_dir is not None
+    return Trainer(comm, model, module, build_optimizer(model, t), grads, data, spec)
 
-    history, start = History(), 0
-    if spec.resume and ckpts is not None and (latest := ckpts.latest()) is not None:
-        state = read_state(latest)
-        if state["config_hash"] != spec.run.config_hash():
-            raise ResumeMismatch(
-                f"{latest}/state.json: config_hash {state['config_hash']} differs from this "
-                f"run's {spec.run.config_hash()}: refusing to resume a different configuration"
-            )
-        restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
-        history, start = History.from_dict(state["history"]), int(state["step"])
 
-    tokens_per_step = t.global_batch * t.seq_len
+def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> RankResult:
+    t = spec.run.train
+    wall0 = time.perf_counter()
+    trainer = build_trainer(comm, model, data, spec)
+    ckpt = Checkpointer.for_rank(spec, comm.rank)
+    history, start = ckpt.resume(model, trainer.opt)
     progress = Progress(t.steps, start, f"{spec.launcher} w{comm.world}", enabled=comm.rank == 0)
     if start == 0 and t.eval_every:
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
 
-    pending: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
-    windows: list[dict[str, Any]] = []  # the first one (compile, allocator warm-up) is not steady
     injected = perf_hooks.hold(comm.device)  # test hook: held until the peak is read
-    train_time, window_time, steady_time, steady_tokens = 0.0, 0.0, 0.0, 0
-    first_window = True
-    _sync(comm.device)
-    tick = time.perf_counter()
-
-    def flush() -> None:
-        nonlocal window_time, first_window, steady_time, steady_tokens, train_time, tick
-        if not pending:
-            return
-        losses = torch.stack([p[1] for p in pending]).float()
-        comm.all_reduce_mean_([losses])  # the trajectory is the mean over ranks, like single-device
-        norms = torch.stack([p[2] for p in pending]).float().tolist()
-        _sync(comm.device)
-        now = time.perf_counter()
-        window_time, tick = now - tick, now
-        train_time += window_time
-        windows.append({"first_step": pending[0][0], "steps": len(pending), "seconds": window_time})
-        if not first_window:
-            steady_time += window_time
-            steady_tokens += len(pending) * tokens_per_step
-        first_window = False
-        for (step, _, _, lr), loss, gnorm in zip(pending, losses.tolist(), norms, strict=True):
-            if not math.isfinite(loss):
-                raise NonFiniteLoss(
-                    f"loss is {loss} at step {step} (lr {lr:.3e}, grad norm {gnorm}): "
-                    "stopping; check the learning rate, precision and data"
-                )
-            history.train_loss.append(loss)
-            history.grad_norm.append(gnorm)
-            history.lr.append(lr)
-        progress.update(
-            pending[-1][0] + 1,
-            len(pending),
-            history.train_loss[-1],
-            pending[-1][3],
-            len(pending) * tokens_per_step / max(window_time, 1e-9),
-        )
-        pending.clear()
-
-    def pause_clock() -> float:
-        flush()
-        return time.perf_counter()
-
-    ledger = StepLedger()  # samples and dropout masks per step, summed over ranks at checkpoints
+    timer = StepTimer(lambda: _sync(comm.device), t.global_batch * t.seq_len)
+    window = StepWindow(comm, timer, history, progress)
+    timer.start()
     for step in range(start, t.steps):
-        check_train_mode(model)
-        poison = faults.at_step(comm.rank, step)
-        lr = lr_at(step, t)
-        set_lr(opt, lr)
-        batch = step_batch(
-            data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
-        )
-        # One dropout seed per step for every rank: masks are per global sample (xtrain/model.py).
-        dropout_seed = faults.dropout_seed(
-            spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
-        )
-        grad_scale = faults.grad_scale(comm.rank, step, comm.world)
-        comm.progress(step)
-        loss, gnorm = train_step(
-            module,
-            model,
-            opt,
-            batch.micro,
-            comm,
-            grads,
-            t,
-            [dropout_seed] * t.grad_accum,
-            batch.rows,
-            grad_scale,
-        )
-        ledger.add(batch.count, batch.hash_sum, model.dropout.take_drawn())
-        perf_hooks.step_delay()
-        if poison:
-            loss = loss * float("nan")
-        pending.append((step, loss, gnorm, lr))
+        window.add(step, *trainer.step(step))
         done = step + 1
         if done % t.log_every == 0 or done == t.steps:
-            flush()
-        if t.eval_every and (done % t.eval_every == 0 or done == t.steps):
-            paused = pause_clock()
-            history.evals.append({"step": done, "loss": evaluate(model, data, spec, comm)})
-            progress.note(f"step {done}: val loss {history.evals[-1]['loss']:.4f}")
-            tick += time.perf_counter() - paused
-        if ckpts is not None and ((t.ckpt_every and done % t.ckpt_every == 0) or done == t.steps):
-            paused = pause_clock()
-            history.add_samples(ledger.reduce(comm))
-            if is_writer:
-                state = _checkpoint_state(spec, done, history, model)
-                save_checkpoint(ckpts.path(done), model, opt, state, _tok(spec))
-                ckpts.commit(done)
-            tick += time.perf_counter() - paused
-    flush()
-    history.add_samples(ledger.reduce(comm))
+            window.flush()
+        if eval_due(t, done):
+            window.flush()
+            with timer.paused():
+                history.evals.append({"step": done, "loss": evaluate(model, data, spec, comm)})
+                progress.note(f"step {done}: val loss {history.evals[-1]['loss']:.4f}")
+        if ckpt.due(done):
+            window.flush()
+            with timer.paused():
+                history.add_samples(trainer.ledger.reduce(comm))
+                ckpt.save(done, history, model, trainer.opt)
+    window.flush()
+    history.add_samples(trainer.ledger.reduce(comm))
     progress.close()
+    result = _rank_result(comm, model, spec, history, start, timer, wall0)  # reads the peak
+    del injected
+    return result
 
+
+def _rank_result(
+    comm: Communicator,
+    model: nn.Module,
+    spec: RunSpec,
+    history: History,
+    start: int,
+    timer: StepTimer,
+    wall0: float,
+) -> RankResult:
     per_rank_max, param_sums = cross_rank_agreement(model, comm)
     digest = param_digest(model)
     peaks = comm.gather_floats(float(peak_bytes(comm.device)[0]))
-    del injected
-    tokens = (t.steps - start) * tokens_per_step
+    tokens = (spec.run.train.steps - start) * timer.tokens_per_step
     return RankResult(
         rank=comm.rank,
         world=comm.world,
@@ -371,14 +437,12 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         param_digest=digest,
         cross_rank_max_abs=per_rank_max,
         param_sums=param_sums,
-        tokens_per_s=tokens / max(train_time, 1e-9),
-        steady_tokens_per_s=steady_tokens / steady_time
-        if steady_time > 0
-        else tokens / max(train_time, 1e-9),
-        train_time_s=train_time,
+        tokens_per_s=timer.tokens_per_s(tokens),
+        steady_tokens_per_s=timer.steady_tokens_per_s(tokens),
+        train_time_s=timer.train_time,
         wall_s=time.perf_counter() - wall0,
         start_step=start,
-        windows=windows,
+        windows=timer.windows,
         peak_memory=peak_record(comm.device, peaks, shared_process=spec.launcher == "thread"),
     )
 
@@ -456,8 +520,8 @@ def summary(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
     run_dir = Path(run_dir)
-    atomic_write_json(run_dir / "metrics.json", metrics)
-    atomic_write_json(run_dir / "summary.json", summary(metrics))
+    artifacts.write("metrics", run_dir / "metrics.json", metrics)
+    artifacts.write("summary", run_dir / "summary.json", summary(metrics))
     rows = ["step,loss"] + [f"{i},{v!r}" for i, v in enumerate(metrics["train_loss"])]
     atomic_write_text(run_dir / "loss.csv", "\n".join(rows) + "\n")
     rows = ["step,val_loss"] + [f"{e['step']},{e['loss']!r}" for e in metrics["eval"]]

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from xtrain.errors import XtrainError
+from contracts.errors import XtrainError
 
 
 class ValidationError(XtrainError, ValueError):
@@ -32,9 +32,9 @@ class ValidationError(XtrainError, ValueError):
 
 
 @cache
-def load_schema(package: str, name: str) -> dict[str, Any]:
-    """Load `<package>/schemas/<name>` shipped as package data."""
-    text = resources.files(package).joinpath("schemas", name).read_text(encoding="utf-8")
+def load_schema(name: str) -> dict[str, Any]:
+    """Load `contracts/schemas/<name>` (every schema of the project lives there, shipped as package data)."""
+    text = resources.files("contracts").joinpath("schemas", name).read_text(encoding="utf-8")
     schema = json.loads(text)
     Draft202012Validator.check_schema(schema)
     return schema

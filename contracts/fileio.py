@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xtrain.errors import FileWriteError
+from contracts.errors import FileWriteError
 
 
 def canonical_json(obj: Any) -> str:
@@ -122,20 +122,20 @@ def replace_directory(new: Path, dest: Path) -> None:
     shutil.rmtree(trash)
 
 
-def md5_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.md5()
+def _file_digest(path: str | Path, algorithm: str, chunk: int = 1 << 20) -> str:
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def md5_file(path: str | Path) -> str:
+    return _file_digest(path, "md5")
+
+
+def sha256_file(path: str | Path) -> str:
+    return _file_digest(path, "sha256")
 
 
 def sha256_text(text: str) -> str:

@@ -1,6 +1,6 @@
 """Closed loop: two independent engines must load our export and compute what our model computes.
 
-    python -m xtrain.verify EXPORT CKPT --text data/corpus.txt --meta data/corpus.json --report reports/closed_loop.json
+    python -m pipeline.closed_loop [--export exports/fresh] [--run runs/single] [--report PATH]   # the one CLI (stage closed_loop)
 
 For fixed prompts cut from the validation split (as text, so the tokenizer round trip is part of
 the check), each engine's logits are compared with our model's and it greedily continues each
@@ -17,10 +17,8 @@ keeps every raw number (per-prompt logits diffs, both token lists) so the gate r
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,15 +28,13 @@ from typing import Any
 
 import torch
 
+from contracts import artifacts
+from contracts.fileio import md5_file
 from xtrain.checkpoint import load_model_tensors, load_weights, read_state
-from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.config import ModelConfig
-from xtrain.corpus import load_split
 from xtrain.export import DTYPES
-from xtrain.fileio import atomic_write_json, md5_file
 from xtrain.model import Transformer
 from xtrain.onnx_engine import OnnxEngine, onnx_bytes, perturbed
-from xtrain.validate import load_json
 
 REPORT_FORMAT = "xtrain-closed-loop/2"
 PERTURBED_TENSOR = "model.layers.0.mlp.down_proj.weight"
@@ -261,7 +257,7 @@ def closed_loop(
     new_tokens: int,
     atol: dict[str, float],
 ) -> dict[str, Any]:
-    manifest = load_json(str(export_dir / "manifest.json"))
+    manifest = artifacts.read("manifest", export_dir / "manifest.json")
     dtype = manifest["dtype"]
     ours, our_tok = load_ours(ckpt, dtype)
     prompts = prompts_from_text(val_text, our_tok, n_prompts, prompt_tokens)
@@ -295,38 +291,6 @@ def closed_loop(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.verify",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("export_dir")
-    ap.add_argument("checkpoint", help="checkpoint (or run) directory the export was made from")
-    ap.add_argument("--text", default="data/corpus.txt")
-    ap.add_argument("--meta", default="data/corpus.json")
-    ap.add_argument("--prompts", type=int, default=4)
-    ap.add_argument("--prompt-tokens", type=int, default=24)
-    ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--atol-fp32", type=float, default=1e-4)
-    ap.add_argument("--atol-bf16", type=float, default=1e-2)
-    ap.add_argument("--report", default="reports/closed_loop.json")
-    args = ap.parse_args(argv)
-    val = load_split(Path(args.text), load_json(args.meta), "val")
-    report = closed_loop(
-        Path(args.export_dir),
-        resolve_checkpoint(args.checkpoint),
-        val,
-        args.prompts,
-        args.prompt_tokens,
-        args.new_tokens,
-        {"fp32": args.atol_fp32, "bf16": args.atol_bf16},
-    )
-    atomic_write_json(args.report, report)
-    print_summary(report)
-    return 0 if report["passed"] else 1
-
-
 def print_summary(report: dict[str, Any]) -> None:
     print(f"closed loop ({report['dtype']}): {'PASS' if report['passed'] else 'FAIL'}")
     for name, e in report["engines"].items():
@@ -339,7 +303,3 @@ def print_summary(report: dict[str, Any]) -> None:
         )
     for f in report["failures"]:
         print(f"  failure: {f}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """Scaling benchmark: global tokens/s per launcher and world size, at a fixed per-rank batch.
 
-    python -m xtrain.scaling [--out bench]      # worlds and launchers from params.yaml `scaling:`
+    python -m xtrain.scaling_bench [--out bench]      # worlds and launchers from params.yaml `scaling:`
 
-Each (launcher, world) runs in a fresh process (thread: `python -m xtrain.scaling rank thread`;
+Each (launcher, world) runs in a fresh process (thread: `python -m xtrain.scaling_bench rank thread`;
 proc: a real torchrun), trains the params' model for warm-up + windows x window_steps steps
 through the shared train step, and reports the median tokens/s of the windows with their spread
 ((max - min) / median). Worlds above the devices present (GPUs on cuda, cores on cpu) are
@@ -69,26 +69,34 @@ def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[flo
             str(out),
         ]
         if launcher == "thread":
-            cmd = [sys.executable, "-m", "xtrain.scaling", "rank", "thread", "--world", str(world), *common]
+            cmd = [
+                sys.executable,
+                "-m",
+                "xtrain.scaling_bench",
+                "rank",
+                "thread",
+                "--world",
+                str(world),
+                *common,
+            ]
         else:
-            cmd = torchrun_cmd(world, "xtrain.scaling", "rank", "proc", *common)
+            cmd = torchrun_cmd(world, "xtrain.scaling_bench", "rank", "proc", *common)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"scaling {launcher} world {world} failed:\n{proc.stderr[-3000:]}")
         return json.loads(out.read_text())
 
 
-def rank_main(argv: list[str]) -> int:
+def measure_rank(argv: list[str]) -> int:
     """Entry for one measured process (a thread launcher, or one torchrun worker)."""
-    from xtrain.config import load_params
-    from xtrain.fileio import atomic_write_json
+    from contracts.fileio import atomic_write_json
+    from xtrain.config import add_params_args, load_params
     from xtrain.launch import build_spec, run_proc_rank, run_threads
 
-    ap = argparse.ArgumentParser(prog="python -m xtrain.scaling rank")
+    ap = argparse.ArgumentParser(prog="python -m xtrain.scaling_bench rank")
     ap.add_argument("launcher", choices=["thread", "proc"])
     ap.add_argument("--world", type=int, default=1)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    add_params_args(ap)
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--result", required=True)
@@ -165,7 +173,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         f"seq {result['seq_len']}, {result['precision']}"
     )
     fig.tight_layout()
-    from xtrain.fileio import atomic_write_bytes
+    from contracts.fileio import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
@@ -193,17 +201,16 @@ def print_table(result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["rank"]:
-        return rank_main(argv[1:])
-    from xtrain.config import load_params
-    from xtrain.fileio import atomic_write_json
+        return measure_rank(argv[1:])
+    from contracts import artifacts
+    from xtrain.config import add_params_args, load_params
 
     ap = argparse.ArgumentParser(
-        prog="python -m xtrain.scaling",
+        prog="python -m xtrain.scaling_bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_params_args(ap)
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
     ap.add_argument("--out", default="bench")
@@ -244,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": summarise(rates),
     }
     out = Path(args.out)
-    atomic_write_json(out / "scaling.json", result)
+    artifacts.write("scaling", out / "scaling.json", result)
     plot(result, out / "scaling.png")
     print_table(result)
     return 0

@@ -1,0 +1,92 @@
+"""The artifact table: for each JSON artifact its path, format tag and schema; write() and read() validate.
+
+A writer hands its record to write(), which refuses a record its schema refuses (one line naming the
+file and the key) before a byte reaches the disk; read() validates the same way. The gates read
+through gates/artifacts.py, which adds dvc.lock checks on top of read(). Non-finite numbers are
+allowed on write on purpose: a diverged run must record its NaN so the `finite` gate can fail it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contracts.fileio import atomic_write_json
+from contracts.validate import ValidationError, load_json, load_schema, validate
+
+
+@dataclass(frozen=True)
+class Artifact:
+    kind: str
+    pattern: str  # where it lives, relative to the repository root ({placeholders} vary per run)
+    format: str | None  # the `format` tag the file carries (its schema's const), None if it has none
+    schema: str  # file name in contracts/schemas/
+
+
+TABLE: dict[str, Artifact] = {
+    a.kind: a
+    for a in (
+        Artifact("metrics", "runs/{launcher}/metrics.json", "xtrain-metrics/1", "metrics.schema.json"),
+        Artifact("summary", "runs/{launcher}/summary.json", None, "summary.schema.json"),
+        Artifact(
+            "manifest", "exports/{name}/manifest.json", "xtrain-export-manifest/1", "manifest.schema.json"
+        ),
+        Artifact(
+            "closed_loop", "reports/closed_loop.json", "xtrain-closed-loop/2", "closed_loop.schema.json"
+        ),
+        Artifact(
+            "registry_check",
+            "reports/registry_check.json",
+            "xtrain-registry-check/1",
+            "registry_check.schema.json",
+        ),
+        Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1", "scaling.schema.json"),
+        Artifact("gates_report", "reports/gates.json", "xtrain-gates-report/1", "gates_report.schema.json"),
+        Artifact(
+            "version", "registry/models/{model}/v{n}.json", "xtrain-registry-version/1", "version.schema.json"
+        ),
+        Artifact("golden", "registry/goldens/{env_id}/v{n}.json", "xtrain-golden/1", "golden.schema.json"),
+        Artifact("pinned", "registry/pinned/{model}/pin.json", "xtrain-registry-pin/1", "pinned.schema.json"),
+        Artifact(
+            "baseline",
+            "registry/baselines/{env_id}/v{n}.json",
+            "xtrain-perf-baseline/1",
+            "baseline.schema.json",
+        ),
+    )
+}
+
+
+def artifact(kind: str) -> Artifact:
+    try:
+        return TABLE[kind]
+    except KeyError:
+        raise ValueError(f"unknown artifact kind {kind!r} (known: {', '.join(sorted(TABLE))})") from None
+
+
+def kind_of_schema(schema: str) -> str:
+    """The artifact kind a schema file describes (the gates name artifacts by schema)."""
+    for a in TABLE.values():
+        if a.schema == schema:
+            return a.kind
+    raise ValueError(f"no artifact kind has schema {schema!r}")
+
+
+def check(kind: str, data: Any, source: str | Path) -> None:
+    """Raise ValidationError naming `source` and the key if `data` is not a valid `kind` record."""
+    validate(data, load_schema(artifact(kind).schema), str(source))
+
+
+def write(kind: str, path: str | Path, data: Any) -> None:
+    """Validate, then write atomically (canonical JSON); an invalid record never reaches the disk."""
+    check(kind, data, path)
+    atomic_write_json(path, data)
+
+
+def read(kind: str, path: str | Path) -> Any:
+    """The file's content, validated against the kind's schema (ValidationError names file and key)."""
+    return load_json(str(path), load_schema(artifact(kind).schema))
+
+
+__all__ = ["TABLE", "Artifact", "ValidationError", "artifact", "check", "kind_of_schema", "read", "write"]
