@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gates.artifacts import Artifacts
-from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.outcome import Outcome, failed, first_over, fmt, passed, rel_diffs
 from gates.training import refuse, run_metrics
 
 Metrics = dict[str, Any]
@@ -182,16 +182,7 @@ def check_prefix(
     scope = f"{n} of {len(single['train_loss'])} steps and {len(ev_rel)} evals"
     if worst < max_rel:
         return Check("prefix", True, f"max rel {fmt(worst)} at step {worst_step} over {scope}"), worst
-    over = [i for i, r in enumerate(rel) if not r < max_rel]
-    if over:
-        s = over[0]
-        first = (
-            f"first step over {max_rel:g}: step {s} (single {single['train_loss'][s]:.7g}, "
-            f"{run} {ddp['train_loss'][s]:.7g}, rel {fmt(rel[s])})"
-        )
-    else:
-        s = min(st for st, r in ev_rel.items() if not r < max_rel)
-        first = f"first eval over {max_rel:g}: step {s} (rel {fmt(ev_rel[s])})"
+    _, first = first_over(rel, ev_rel, max_rel, {"single": single["train_loss"], run: ddp["train_loss"]})
     return Check("prefix", False, f"{first}; max rel {fmt(worst)} over {scope}"), worst
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from gates import expect
 from gates.artifacts import Artifacts, NonFinite, StageNotRun
-from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.outcome import Outcome, failed, first_over, fmt, passed, rel_diffs
 
 # param_sum is a float64 sum over n parameters: equal replicas may still differ by this much per
 # parameter and unit of the sum's size (one rounding per addition).
@@ -57,19 +57,12 @@ def compare_runs(a: Artifacts, run: str, reference: str, max_rel: float) -> Outc
             f"max rel {fmt(worst)} at step {worst_step} over {len(rel)} steps "
             f"and {len(ev_rel)} evals (world {got['world']} vs {ref['world']})",
         )
-    over = [i for i, r in enumerate(rel) if not r < max_rel]
-    if over:
-        s = over[0]
-        first = (
-            f"first step over {max_rel:g}: step {s} ({reference} {ref['train_loss'][s]:.7g}, "
-            f"{run} {got['train_loss'][s]:.7g}, rel {fmt(rel[s])})"
-        )
-    else:
-        s = min(k for k, r in ev_rel.items() if not r < max_rel)
-        first = f"first eval over {max_rel:g}: step {s} (rel {fmt(ev_rel[s])})"
+    step_first, first = first_over(
+        rel, ev_rel, max_rel, {reference: ref["train_loss"], run: got["train_loss"]}
+    )
     hint = (
         "differs from the first step: the gradient reduction or the sharding changed"
-        if over and over[0] == 0
+        if step_first and not rel[0] < max_rel
         else "grows during training: a reduction-order change amplified by a chaotic config (lr too high?) "
         "or a real divergence; see docs/ddp-parity.md"
     )
