@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import artifacts
+from gates.ci_report import short
 from gates.outcome import STATUSES, Outcome
 
 COLORS = {
@@ -73,14 +74,6 @@ def write(report: dict[str, Any], path: Path) -> None:
     artifacts.write("gates_report", path, report)
 
 
-def _short(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return str(x)
-
-
 def print_table(
     outcomes: dict[str, Outcome],
     thresholds: dict[str, str],
@@ -98,7 +91,7 @@ def print_table(
         table.add_row(
             gid,
             f"[{COLORS[o.status]}]{o.status.upper()}[/]",
-            _short(o.measured),
+            short(o.measured),
             threshold,
             ", ".join(arts) or "-",
         )
