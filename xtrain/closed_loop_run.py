@@ -101,19 +101,50 @@ class Engine:
     generate: Callable[[list[int], int], list[int]]
 
 
+@dataclass(frozen=True)
+class Reference:
+    """Our model's logits and greedy continuation per prompt. Computed once per model and compared
+    with the engine and its negative control (recomputing them was a third of the stage's time)."""
+
+    prompt_ids: list[list[int]]
+    logits: list[torch.Tensor]
+    tokens: list[list[int]]
+
+
+@torch.no_grad()
+def reference(ours: Transformer, prompt_ids: list[list[int]], new_tokens: int) -> Reference:
+    logits = [ours(torch.tensor([ids])).float() for ids in prompt_ids]
+    return Reference(prompt_ids, logits, [greedy(ours, ids, new_tokens) for ids in prompt_ids])
+
+
 def first_mismatch(a: list[int], b: list[int]) -> int | None:
     i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
     return min(len(a), len(b)) if i is None and len(a) != len(b) else i
 
 
 @torch.no_grad()
-def run_prompts(engine: Engine, ours: Transformer, prompt_ids: list[list[int]], new_tokens: int) -> dict:
+def logits_diffs(engine: Engine, ref: Reference) -> list[float]:
+    return [
+        (want - engine.logits(torch.tensor([ids])).float()).abs().max().item()
+        for ids, want in zip(ref.prompt_ids, ref.logits, strict=True)
+    ]
+
+
+def summarise(diffs: list[float], samples_with_mismatch: int, tokens: int) -> dict[str, Any]:
+    return {
+        "logits_max_abs_diff": max(diffs) if all(math.isfinite(d) for d in diffs) else math.nan,
+        "tokens_compared": tokens,
+        "prompts_with_token_mismatch": samples_with_mismatch,
+    }
+
+
+@torch.no_grad()
+def run_prompts(engine: Engine, ref: Reference, new_tokens: int) -> dict:
     """Logits and greedy tokens of `engine` against our model, prompt by prompt (raw numbers kept)."""
+    diffs = logits_diffs(engine, ref)
     samples = []
-    for ids in prompt_ids:
-        x = torch.tensor([ids])
-        diff = (ours(x).float() - engine.logits(x).float()).abs().max().item()
-        ours_new, theirs = greedy(ours, ids, new_tokens), engine.generate(ids, new_tokens)
+    for ids, diff, ours_new in zip(ref.prompt_ids, diffs, ref.tokens, strict=True):
+        theirs = engine.generate(ids, new_tokens)
         samples.append(
             {
                 "prompt_ids": ids,
@@ -123,13 +154,14 @@ def run_prompts(engine: Engine, ours: Transformer, prompt_ids: list[list[int]], 
                 "first_mismatch": first_mismatch(ours_new, theirs),
             }
         )
-    diffs = [s["logits_max_abs_diff"] for s in samples]
-    return {
-        "logits_max_abs_diff": max(diffs) if all(math.isfinite(d) for d in diffs) else math.nan,
-        "tokens_compared": new_tokens * len(samples),
-        "prompts_with_token_mismatch": sum(s["first_mismatch"] is not None for s in samples),
-        "samples": samples,
-    }
+    mismatched = sum(s["first_mismatch"] is not None for s in samples)
+    return {**summarise(diffs, mismatched, new_tokens * len(samples)), "samples": samples}
+
+
+def logits_only(engine: Engine, ref: Reference) -> dict:
+    """The negative control's measurement: a perturbed tensor must move the logits past the
+    tolerance (the gate judges the control by its logits alone, so no tokens are generated)."""
+    return summarise(logits_diffs(engine, ref), 0, 0)
 
 
 def verdict(result: dict[str, Any], atol: float, extra: list[str]) -> dict[str, Any]:
@@ -144,16 +176,8 @@ def verdict(result: dict[str, Any], atol: float, extra: list[str]) -> dict[str, 
     return {"passed": not failures, "failures": failures, "logits_atol": atol, **result}
 
 
-def transformers_check(
-    export_dir: Path,
-    ours: Transformer,
-    our_tok: Any,
-    prompts: list[str],
-    new_tokens: int,
-    atol: float,
-    dtype: str,
-) -> dict[str, Any]:
-    """transformers loads `export_dir` (local files only) and must reproduce our model."""
+def load_hf(export_dir: Path, dtype: str) -> tuple[Any, Any, dict[str, list[str]]]:
+    """transformers loads `export_dir` (local files only): model, tokenizer, and its loading report."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -161,11 +185,18 @@ def transformers_check(
     hf, info = AutoModelForCausalLM.from_pretrained(
         export_dir, local_files_only=True, output_loading_info=True, dtype=DTYPES[dtype]
     )
-    hf.eval()
     hf_tok = AutoTokenizer.from_pretrained(export_dir, local_files_only=True)
+    keys = {k: sorted(info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    return hf.eval(), hf_tok, keys
+
+
+def transformers_check(
+    export_dir: Path, ref: Reference, our_tok: Any, prompts: list[str], atol: float, dtype: str, control: bool
+) -> dict[str, Any]:
+    """transformers must reproduce our model: logits, and (unless `control`) greedy tokens."""
+    hf, hf_tok, keys = load_hf(export_dir, dtype)
     pad = hf_tok.pad_token_id
-    prompt_ids = [our_tok.encode(t).ids for t in prompts]
-    tok_mismatch = sum(ids != hf_tok(t)["input_ids"] for ids, t in zip(prompt_ids, prompts, strict=True))
+    tok_mismatch = sum(ids != hf_tok(t)["input_ids"] for ids, t in zip(ref.prompt_ids, prompts, strict=True))
     # Gated: generation without a KV cache, the same computation as ours. A cache changes the
     # matmul shapes, and in bf16 a near-tie argmax can then flip (seen on an H200-trained model:
     # 2 of 4 prompts after 22 and 25 tokens, with logits equal to the bit).
@@ -174,28 +205,30 @@ def transformers_check(
         lambda x: hf(x).logits,
         lambda ids, n: hf_generate(hf, ids, n, pad, use_cache=False),
     )
-    result = run_prompts(engine, ours, prompt_ids, new_tokens)
+    extra = [f"loading reported {keys}"] if any(keys.values()) else []
+    if tok_mismatch:
+        extra.append(f"tokenizer ids differ for {tok_mismatch}/{len(prompts)} prompts")
+    if control:
+        return verdict({**logits_only(engine, ref), **keys}, atol, extra)
+    new_tokens = len(ref.tokens[0])
+    result = run_prompts(engine, ref, new_tokens)
     cached_same = sum(
         hf_generate(hf, s["prompt_ids"], new_tokens, pad, use_cache=True) == s["engine"]
         for s in result["samples"]
     )
     for s, text in zip(result["samples"], prompts, strict=True):
         s.update(prompt=text, ours_text=our_tok.decode(s["ours"]), engine_text=hf_tok.decode(s["engine"]))
-    keys = {k: sorted(info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    extra = [f"loading reported {keys}"] if any(keys.values()) else []
-    if tok_mismatch:
-        extra.append(f"tokenizer ids differ for {tok_mismatch}/{len(prompts)} prompts")
     result.update(keys, prompts_with_tokenizer_mismatch=tok_mismatch, kv_cache_prompts_identical=cached_same)
     return verdict(result, atol, extra)
 
 
-def onnx_check(
-    model_bytes: bytes, ours: Transformer, prompt_ids: list[list[int]], new_tokens: int, atol: float
-) -> dict:
+def onnx_check(model_bytes: bytes, ref: Reference, atol: float, control: bool) -> dict:
     """onnxruntime runs the exported graph and must reproduce our model (fp32 compute)."""
     session = OnnxEngine(model_bytes)
     engine = Engine("onnxruntime", session, lambda ids, n: greedy(session, ids, n))
-    return verdict(run_prompts(engine, ours, prompt_ids, new_tokens), atol, [])
+    if control:
+        return verdict(logits_only(engine, ref), atol, [])
+    return verdict(run_prompts(engine, ref, len(ref.tokens[0])), atol, [])
 
 
 def perturbed_copy(export_dir: Path, dest: Path, tensor: str) -> Path:
@@ -224,27 +257,25 @@ def engine_report(check: dict, control: dict, seconds: float, version: str, comp
 
 
 def transformers_engine(
-    export_dir: Path, ours: Transformer, our_tok: Any, prompts: list[str], n: int, atol: float, dtype: str
+    export_dir: Path, ref: Reference, our_tok: Any, prompts: list[str], atol: float, dtype: str
 ) -> dict:
     import transformers
 
     t0 = time.perf_counter()
-    check = transformers_check(export_dir, ours, our_tok, prompts, n, atol, dtype)
+    check = transformers_check(export_dir, ref, our_tok, prompts, atol, dtype, control=False)
     with tempfile.TemporaryDirectory() as tmp:
         bad = perturbed_copy(export_dir, Path(tmp) / "perturbed", PERTURBED_TENSOR)
-        control = transformers_check(bad, ours, our_tok, prompts, n, atol, dtype)
+        control = transformers_check(bad, ref, our_tok, prompts, atol, dtype, control=True)
     return engine_report(check, control, time.perf_counter() - t0, transformers.__version__, dtype)
 
 
-def onnx_engine(
-    export_dir: Path, ours_fp32: Transformer, prompt_ids: list[list[int]], n: int, atol: float
-) -> dict:
+def onnx_engine(export_dir: Path, ref: Reference, atol: float) -> dict:
     import onnxruntime
 
     t0 = time.perf_counter()
     model_bytes = onnx_bytes(export_dir)
-    check = onnx_check(model_bytes, ours_fp32, prompt_ids, n, atol)
-    control = onnx_check(perturbed(model_bytes, PERTURBED_TENSOR), ours_fp32, prompt_ids, n, atol)
+    check = onnx_check(model_bytes, ref, atol, control=False)
+    control = onnx_check(perturbed(model_bytes, PERTURBED_TENSOR), ref, atol, control=True)
     return engine_report(check, control, time.perf_counter() - t0, onnxruntime.__version__, "fp32")
 
 
@@ -264,12 +295,12 @@ def closed_loop(
     prompt_ids = [our_tok.encode(t).ids for t in prompts]
     engines = {
         "transformers": transformers_engine(
-            export_dir, ours, our_tok, prompts, new_tokens, atol[dtype], dtype
+            export_dir, reference(ours, prompt_ids, new_tokens), our_tok, prompts, atol[dtype], dtype
         ),
         # ONNX Runtime computes in fp32: the reference is our model with the export's (rounded)
         # weights, computed in fp32, so the fp32 tolerance applies to bf16 exports too.
         "onnxruntime": onnx_engine(
-            export_dir, rounded_fp32(ckpt, dtype), prompt_ids, new_tokens, atol["fp32"]
+            export_dir, reference(rounded_fp32(ckpt, dtype), prompt_ids, new_tokens), atol["fp32"]
         ),
     }
     failures = []
