@@ -196,3 +196,11 @@ def scratch_repo(dest: Path) -> Path:
             shutil.copy2(REPO / rel, dest / rel)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
+
+
+@pytest.fixture(scope="session")
+def cuda_runs(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory):
+    """The GPU tests' shared training runs (tests/cuda_runs.py), made on first use."""
+    from cuda_runs import CudaRuns
+
+    return CudaRuns(tiny_data, tmp_path_factory.mktemp("cuda-runs"))

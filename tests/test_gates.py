@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 
 from conftest import REPO
 from contracts.validate import load_json, load_schema
+from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 from gates.__main__ import main as gates_main
 from xtrain.export import export
 

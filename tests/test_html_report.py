@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import test_gates
 import yaml
-from gate_tree import edit
 from PIL import Image, ImageStat
 
+from gate_tree import edit
 from gates import html_report, report
 from gates.__main__ import main as gates_main
 from gates.outcome import Outcome

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path, lock_with_dvc
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gate, run_cli
 
 import xtrain.model
 import xtrain.train
 from conftest import TinyData, tiny_cli, tiny_spec
+from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gate, run_cli
 from xtrain.launch import run_single
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
