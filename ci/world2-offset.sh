@@ -1,30 +1,48 @@
 #!/usr/bin/env bash
 # Is data parallelism at world 2 systematically worse than one device at the same global batch?
-# Trains `single` and `thread --world 2` for each seed with the active profile (the GPU nightly's:
-# python3 -m xtrain.config set profile=gpu), then prints the final validation losses side by side.
+# For each seed trains `single`, `single` with grad_accum 2 (the same global batch reordered, no DDP)
+# and `thread --world 2`, with the active profile (the GPU nightly's: profile=gpu), then prints the
+# final validation losses side by side. A bias shows as the same sign in every seed for world 2 but
+# not for grad_accum 2 (docs/ddp-gate.md). With 2+ GPUs the two one-device runs share the GPUs.
 #
 #   SEEDS="1 2 3" ci/world2-offset.sh        # run folders under runs/offset/, table on stdout
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS="${SEEDS:-1 2 3}"
+NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())")
+mkdir -p runs/offset
+train() {  # name seed gpu [--set ...]: one run, its log beside it
+  local name=$1 seed=$2 gpu=$3; shift 3
+  local launcher=single; [ "$name" = world2 ] && launcher=thread
+  CUDA_VISIBLE_DEVICES=$gpu python3 -m pipeline.train "$launcher" --run-dir "runs/offset/$name-$seed" \
+    --set "seed=$seed" "$@" > "runs/offset/$name-$seed.log" 2>&1 \
+    || { echo "error: $name seed $seed failed: runs/offset/$name-$seed.log" >&2; return 1; }
+}
+all=$(seq -s, 0 $(( NGPU > 0 ? NGPU - 1 : 0 )))
 for s in $SEEDS; do
-  for launcher in single thread; do
-    python3 -m pipeline.train "$launcher" --run-dir "runs/offset/$launcher-$s" --set "seed=$s" \
-      > "runs/offset-$launcher-$s.log" 2>&1 || { echo "error: $launcher seed $s failed: runs/offset-$launcher-$s.log" >&2; exit 1; }
-  done
+  if [ "$NGPU" -ge 2 ]; then
+    train single "$s" 0 & a=$!
+    train accum2 "$s" 1 --set train.grad_accum=2 & b=$!
+    wait $a && wait $b
+  else
+    train single "$s" "$all" && train accum2 "$s" "$all" --set train.grad_accum=2
+  fi
+  train world2 "$s" "$all"
 done
 SEEDS="$SEEDS" python3 - <<'PYEOF'
 import json, os, statistics
+names = ("single", "accum2", "world2")
 rows = []
 for s in os.environ["SEEDS"].split():
-    m = {k: json.load(open(f"runs/offset/{k}-{s}/metrics.json")) for k in ("single", "thread")}
-    d = m["thread"]["final_val_loss"] - m["single"]["final_val_loss"]
-    tail = [t - u for t, u in zip(m["thread"]["train_loss"][-50:], m["single"]["train_loss"][-50:])]
-    rows.append((s, m["single"]["final_val_loss"], m["thread"]["final_val_loss"], d, statistics.mean(tail)))
-print("| seed | single final val | world 2 final val | world 2 - single | mean train-loss gap, last 50 steps |")
+    m = {k: json.load(open(f"runs/offset/{k}-{s}/metrics.json")) for k in names}
+    val = {k: m[k]["final_val_loss"] for k in names}
+    tail = statistics.mean(t - u for t, u in zip(m["world2"]["train_loss"][-50:], m["single"]["train_loss"][-50:]))
+    rows.append((s, val["single"], val["world2"] - val["single"], val["accum2"] - val["single"], tail))
+print("| seed | single final val | world 2 - single | grad_accum 2 - single | world 2 - single, mean train loss last 50 steps |")
 print("|---|---|---|---|---|")
-for s, a, b, d, t in rows:
-    print(f"| {s} | {a:.4f} | {b:.4f} | {d:+.4f} | {t:+.4f} |")
-ds = [r[3] for r in rows]
-print(f"mean difference {statistics.mean(ds):+.4f}, {sum(d > 0 for d in ds)} of {len(ds)} seeds worse at world 2")
+for s, a, d, g, t in rows:
+    print(f"| {s} | {a:.4f} | {d:+.4f} | {g:+.4f} | {t:+.4f} |")
+for col, name in ((2, "world 2"), (3, "grad_accum 2")):
+    ds = [r[col] for r in rows]
+    print(f"{name}: mean {statistics.mean(ds):+.4f}, {sum(d > 0 for d in ds)} of {len(ds)} seeds higher than single")
 PYEOF
