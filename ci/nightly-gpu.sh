@@ -52,8 +52,23 @@ python3 -m xtrain.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" 
 
 # Timed training is host-bound: the GPU work gets the first half of the cores, the CPU-only test
 # suite the second, so the suite's workers do not steal the cores whose speed the perf gates judge.
+# Split by physical core: hyperthread siblings (often CPU i and i + N/2) stay on one side.
 NCPU=$(nproc)
-GPU_CORES="0-$(( NCPU / 2 - 1 ))"; CPU_CORES="$(( NCPU / 2 ))-$(( NCPU - 1 ))"
+read -r GPU_CORES CPU_CORES < <(python3 - <<'PYEOF'
+import os
+cpus = sorted(os.sched_getaffinity(0))
+def core(c):
+    try:
+        return int(open(f"/sys/devices/system/cpu/cpu{c}/topology/core_id").read()), \
+            int(open(f"/sys/devices/system/cpu/cpu{c}/topology/physical_package_id").read())
+    except OSError:
+        return c, 0
+cores = sorted({core(c) for c in cpus}, key=lambda k: (k[1], k[0]))
+first = set(cores[: max(1, len(cores) // 2)])
+a = [c for c in cpus if core(c) in first]; b = [c for c in cpus if core(c) not in first] or a
+print(",".join(map(str, a)), ",".join(map(str, b)))
+PYEOF
+)
 pin() { if command -v taskset > /dev/null && [ "$NCPU" -ge 4 ]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
 
 # The rest of the suite needs no GPU: it runs beside the GPU pipeline (DDP tests serially in their
@@ -62,26 +77,13 @@ step "tests in the background (CPU only, cores $CPU_CORES)"
 tests_pid=""
 if [ "${NIGHTLY_TESTS:-1}" = 1 ]; then
   # (the GPU test files skip their GPU tests here; their CPU negative control runs here)
-  CUDA_VISIBLE_DEVICES="" pin "$CPU_CORES" python3 -m pytest -n "${NIGHTLY_TEST_WORKERS:-8}" --dist loadgroup -q \
-    -p no:cacheprovider > "$ART/tests.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES="" pin "$CPU_CORES" python3 -m pytest -n "${NIGHTLY_TEST_WORKERS:-8}" --dist loadgroup -v \
+    -p no:cacheprovider -rfE > "$ART/tests.log" 2>&1 &
   tests_pid=$!
 fi
 
-# The GPU tests (CUDA paths, NCCL, the DDP gate's CUDA controls) run serially in one session that
-# shares its runs (tests/cuda_runs.py), beside the CPU-only tokenizer stage.
-step "GPU tests (serial) beside dvc repro tokenizer"
-gpu_tests=0
-if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
-  pin "$GPU_CORES" python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
-    -k "not gloo" > "$ART/gpu-tests.log" 2>&1 &
-  gpu_pid=$!
-fi
+step "dvc repro tokenizer (the determinism probe trains on its tokens)"
 $DVC repro tokenizer 2>&1 | tail -2
-if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
-  wait "$gpu_pid" || gpu_tests=$?
-  grep -E "^(thread|proc) world|passed|failed" "$ART/gpu-tests.log" | tail -20 | tee "$ART/gpu-tests.txt"
-  [ "$gpu_tests" -eq 0 ] || fail "GPU tests (gpu-tests.log)"
-fi
 
 step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
 ( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) pin "$GPU_CORES" python3 -m pipeline.train single --run-dir runs/rerun \
@@ -92,9 +94,33 @@ probe_pid=$!
 pin "$GPU_CORES" $DVC repro train_single 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -4
 wait $probe_pid || fail "determinism probe (see rerun.log)"
 
-step "dvc repro (the rest)"
-pin "$GPU_CORES" $DVC repro 2>&1 | stamp | tee "$ART/repro.log" | grep -vE "^[0-9:]+ \[(single|thread|proc) w" || true
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "dvc repro"
+repro() {  # dvc repro TARGETS, pinned, timestamped, appended to repro.log
+  pin "$GPU_CORES" $DVC repro "$@" 2>&1 | stamp | tee -a "$ART/repro.log" | grep -vE "^[0-9:]+ \[(single|thread|proc) w"
+  local rc=("${PIPESTATUS[@]}")
+  [ "${rc[0]}" -eq 0 ] || fail "dvc repro $* (repro.log)"
+}
+step "dvc repro train (both launchers at world $WORLD)"
+repro train
+
+# The GPU tests (CUDA paths, NCCL, the DDP gate's CUDA controls) run serially in one session over
+# shared runs (tests/cuda_runs.py), beside the stages that need no GPU (export, registry check,
+# closed loop: all on the CPU) and before the timed scaling stage, which must have the GPUs alone.
+step "GPU tests (serial), beside dvc repro closed_loop (CPU only)"
+gpu_tests=0
+if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
+  pin "$GPU_CORES" python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
+    -k "not gloo" > "$ART/gpu-tests.log" 2>&1 &
+  gpu_pid=$!
+fi
+repro closed_loop
+if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
+  wait "$gpu_pid" || gpu_tests=$?
+  grep -E "^(thread|proc) world|passed|failed" "$ART/gpu-tests.log" | tail -20 | tee "$ART/gpu-tests.txt"
+  [ "$gpu_tests" -eq 0 ] || fail "GPU tests (gpu-tests.log)"
+fi
+
+step "dvc repro (the rest: scaling)"
+repro
 
 step "gates"
 python3 -m gates check --html "$ART/gates.html" --junit "$ART/gates-junit.xml" --markdown "$ART/gates.md" \

@@ -2,8 +2,10 @@
 tests/test_ddp_gate.py with NCCL, bf16 autocast and the cuda tier of params.yaml.
 
 Correct DDP must pass at every world the host has (2, 4, 8), through both launchers; each real DDP
-bug (summed gradients, a shared shard, an unsynchronised dropout seed) must fail it, through both
-launchers. The messages are printed (`pytest -s`): they carry the measured step-0 and prefix
+bug (summed gradients, a shared shard, an unsynchronised dropout seed) must fail it through the
+thread launcher, and the gradient bug, the one that lives in the communicator, through torchrun too
+(sampler and dropout seeds are launcher-independent code; the CPU suite runs all three through
+torchrun, and each torchrun start costs the nightly ~15 s). The messages are printed (`pytest -s`): they carry the measured step-0 and prefix
 differences that calibrate the cuda tier (docs/ddp-gate.md). Runs are shared with
 tests/test_cuda.py (tests/cuda_runs.py).
 """
@@ -62,7 +64,7 @@ def test_ddp_bugs_on_cuda_fail_the_gate_thread(cuda_runs, monkeypatch, fault: st
     assert check in failed_checks(verdict(cuda_runs.single(), cuda_runs.threads(2), "thread"))
 
 
-@pytest.mark.parametrize("fault,check", BUGS)
+@pytest.mark.parametrize("fault,check", BUGS[:1])
 def test_ddp_bugs_on_cuda_fail_the_gate_torchrun(cuda_runs, fault: str, check: str) -> None:
     run = cuda_runs.launched("proc", 2, fault=fault).metrics
     assert check in failed_checks(verdict(cuda_runs.single(), run, "proc"))
