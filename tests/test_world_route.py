@@ -69,12 +69,12 @@ def test_config_set_refuses_a_key_the_profile_shadows(gpu_params: Path) -> None:
     """The general case of the old bug: `config set` of a value the active profile overrides."""
     before = gpu_params.read_text()
     with pytest.raises(
-        ValidationError, match=r"train\.steps: the active profile sets it \(profiles\.gpu\.train\.steps=400\)"
+        ValidationError, match=r"train\.steps: the active profile sets it \(profiles\.gpu\.train\.steps=\d+\)"
     ):
         set_in_file(gpu_params, ["train.steps=20"])
     assert gpu_params.read_text() == before
-    set_in_file(gpu_params, ["profiles.gpu.train.steps=200"])
-    assert "steps: 200" in gpu_params.read_text()
+    set_in_file(gpu_params, ["profiles.gpu.train.steps=123"])
+    assert "steps: 123" in gpu_params.read_text()
 
 
 def test_a_world_cannot_inject_a_shell_command(tmp_path: Path) -> None:
