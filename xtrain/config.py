@@ -186,6 +186,19 @@ def _set_path(d: dict[str, Any], parts: list[str], value: Any, source: str) -> N
     node[parts[-1]] = value
 
 
+WORLD_RULE = "an integer >= 1 dividing train.global_batch/train.grad_accum"
+
+
+def splits_batch(global_batch: int, grad_accum: int, world: int) -> bool:
+    """The one rule of the batch split: each of `world` ranks takes global_batch / (grad_accum * world)
+    rows per micro-batch, so grad_accum * world must divide global_batch."""
+    return world >= 1 and global_batch % (grad_accum * world) == 0
+
+
+def split_problem(global_batch: int, grad_accum: int, world: int) -> str:
+    return f"{world} ranks cannot split train.global_batch={global_batch} with train.grad_accum={grad_accum}"
+
+
 def check_cross_fields(p: dict[str, Any], source: str) -> None:
     """Rules JSON Schema cannot state: relations between keys."""
     m, t = p["model"], p["train"]
@@ -236,12 +249,18 @@ def check_cross_fields(p: dict[str, Any], source: str) -> None:
         bad("data.path", "data.source is 'file' but no path is given", "a path to a UTF-8 text file")
     for launcher in ("thread", "proc"):
         world = p["launchers"][launcher]["world"]
-        if t["global_batch"] % (t["grad_accum"] * world):
+        if not splits_batch(t["global_batch"], t["grad_accum"], world):
             bad(
                 f"launchers.{launcher}.world",
-                f"global_batch={t['global_batch']} is not divisible by grad_accum*world={t['grad_accum'] * world}",
-                "world dividing train.global_batch/train.grad_accum",
+                split_problem(t["global_batch"], t["grad_accum"], world),
+                WORLD_RULE,
             )
+
+
+def check_world(t: TrainConfig, world: int, source: str) -> None:
+    """Refuse a world that cannot split the batch (a --world or torchrun's WORLD_SIZE), before anything is touched."""
+    if not splits_batch(t.global_batch, t.grad_accum, world):
+        raise ValidationError(source, "", split_problem(t.global_batch, t.grad_accum, world), WORLD_RULE)
 
 
 def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> None:

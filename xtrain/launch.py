@@ -37,7 +37,7 @@ from contracts.errors import XtrainError, debug, one_line, report
 from contracts.validate import ValidationError
 from xtrain import determinism, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.config import Params, TrainConfig, add_params_args, load_params
+from xtrain.config import Params, add_params_args, check_world, load_params
 from xtrain.data import TokenData
 from xtrain.env import fingerprint
 from xtrain.model import build_model
@@ -105,18 +105,6 @@ def _prepare_process(spec: RunSpec, device: torch.device, ranks_on_host: int) ->
     determinism.seed_everything(spec.run.seed)
     env = fingerprint(device, threads, t.precision)
     return RunSpec(**{**spec.__dict__, "env": env, "determinism": applied})
-
-
-def check_world(t: TrainConfig, world: int, source: str) -> None:
-    """Refuse a world that cannot split the batch, before anything is touched."""
-    if world < 1 or t.global_batch % (t.grad_accum * world):
-        raise ValidationError(
-            source,
-            "",
-            f"{world} ranks cannot split train.global_batch={t.global_batch} "
-            f"with train.grad_accum={t.grad_accum}",
-            "an integer >= 1 dividing train.global_batch/train.grad_accum",
-        )
 
 
 @contextlib.contextmanager
