@@ -52,7 +52,7 @@ tail -3 "$ART/smoke.log" "$ART/ddp-gate-cuda.log" 2>/dev/null | tee "$ART/smoke.
 [ "$smoke" -eq 0 ] || { fail "CUDA smoke tests (smoke.log)"; exit 1; }
 
 step "profile $PROFILE, world $WORLD for both launchers"
-python3 -m xtrain.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" "launchers.proc.world=$WORLD" || exit 2
+python3 -m pipeline.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" "launchers.proc.world=$WORLD" || exit 2
 
 # The rest of the suite needs no GPU: it runs on the runner's spare cores beside the GPU pipeline
 # (DDP tests serially in their xdist group), so the nightly waits for the slower of the two.
@@ -71,8 +71,8 @@ $DVC repro tokenizer 2>&1 | tail -2
 # cuda:0 (bitwise equal on two GPUs of one model is also what a golden from another machine needs).
 step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
 ( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) python3 -m pipeline.train single --run-dir runs/rerun \
-    && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m xtrain.config get export.dtype)" \
-       --name "$(python3 -m xtrain.config get export.pinned_model)-fresh" ) \
+    && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m pipeline.config get export.dtype)" \
+       --name "$(python3 -m pipeline.config get export.pinned_model)-fresh" ) \
   > "$ART/rerun.log" 2>&1 &
 probe_pid=$!
 { time $DVC repro train_single; } 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -4

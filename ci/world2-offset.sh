@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Is data parallelism at world 2 systematically worse than one device at the same global batch?
 # Trains `single` and `thread --world 2` for each seed with the active profile (the GPU nightly's:
-# python3 -m xtrain.config set profile=gpu), then prints the final validation losses side by side.
+# python3 -m pipeline.config set profile=gpu), then prints the final validation losses side by side.
 #
 #   SEEDS="1 2 3" ci/world2-offset.sh        # run folders under runs/offset/, table on stdout
 set -euo pipefail

@@ -40,7 +40,7 @@ from registry.store import (
     write_once,
 )
 from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.config import add_params_args
+from xtrain.cli import add_params_args
 
 MIN_REASON = 10
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import REPO, TinyData, tiny_cli
-from xtrain.config import main as config_main
+from pipeline.config import main as config_main
 from xtrain.launch import main as launch_main
 
 # ---- a workspace: copies of the tiny inputs (so a case can break them) and a previous run ---------
@@ -309,7 +309,7 @@ def test_a_full_disk_names_the_file(tmp_path: Path) -> None:
 
 
 def test_the_traceback_is_there_with_xtrain_debug(ws: Workspace) -> None:
-    cmd = [sys.executable, "-m", "xtrain.config", "show", "--set", "train.lr=nan"]
+    cmd = [sys.executable, "-m", "pipeline.config", "show", "--set", "train.lr=nan"]
     quiet = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     loud = subprocess.run(
         cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "XTRAIN_DEBUG": "1"}

@@ -147,7 +147,7 @@ def test_config_set_refuses_nan_and_leaves_the_file_alone(tmp_path: Path) -> Non
     f.write_text((REPO / "params.yaml").read_text())
     before = f.read_bytes()
     proc = subprocess.run(
-        [sys.executable, "-m", "xtrain.config", "--params", str(f), "set", "train.lr=nan"],
+        [sys.executable, "-m", "pipeline.config", "--params", str(f), "set", "train.lr=nan"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -26,8 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from xtrain import determinism
+from xtrain.cli import add_params_args
 from xtrain.comm import Communicator, FlatGrads, SingleComm
-from xtrain.config import ModelConfig, TrainConfig, add_params_args, load_params
+from xtrain.config import ModelConfig, TrainConfig, load_params
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer

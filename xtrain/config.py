@@ -7,7 +7,6 @@ below; any problem is one line naming the file, the key and what is allowed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import dataclasses
@@ -20,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from contracts.errors import cli
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
 
@@ -116,6 +114,15 @@ class Params:
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
 
+    def lookup(self, key: str) -> Any:
+        """The resolved value at a dotted key, e.g. `export.dtype`."""
+        node: Any = self.raw
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ValidationError(self.source, key, "unknown key")
+            node = node[part]
+        return node
+
     def run_config(self, vocab_size: int) -> RunConfig:
         """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""
         model = ModelConfig(vocab_size=vocab_size, **self.raw["model"])
@@ -139,20 +146,6 @@ def _partial(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_partial(v) for v in schema]
     return schema
-
-
-def add_params_args(ap: argparse.ArgumentParser, overrides: bool = True) -> None:
-    """`--params FILE` and (with overrides) repeatable `--set KEY=VALUE`: every command reads params this way."""
-    ap.add_argument("--params", default=DEFAULT_PARAMS)
-    if overrides:
-        ap.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a params.yaml value (validated like the file)",
-        )
 
 
 def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
@@ -272,7 +265,7 @@ def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> N
                 source,
                 f"profiles.{name}.launchers.{launcher}.world",
                 "a profile may not set a world size",
-                f"set launchers.{launcher}.world at the top level (python -m xtrain.config set launchers.{launcher}.world=N)",
+                f"set launchers.{launcher}.world at the top level (python -m pipeline.config set launchers.{launcher}.world=N)",
             )
 
 
@@ -378,35 +371,3 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
     buf = io.StringIO()
     ry.dump(doc, buf)
     atomic_write_text(path, buf.getvalue())
-
-
-@cli
-def main(argv: list[str] | None = None) -> int:
-    """python -m xtrain.config show [--set K=V ...] | get KEY | set K=V ...: read resolved params, or edit the file."""
-    ap = argparse.ArgumentParser(prog="python -m xtrain.config", description=main.__doc__)
-    ap.add_argument("--params", default=DEFAULT_PARAMS)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    show = sub.add_parser("show", help="print the resolved params (profile and overrides applied)")
-    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    setp = sub.add_parser("set", help="validate and write KEY=VALUE into the params file")
-    setp.add_argument("overrides", nargs="+", metavar="KEY=VALUE")
-    get = sub.add_parser("get", help="print one resolved value, e.g. export.dtype")
-    get.add_argument("key")
-    args = ap.parse_args(argv)
-    if args.cmd == "show":
-        print(yaml.safe_dump(load_params(args.params, args.overrides).raw, sort_keys=False), end="")
-    elif args.cmd == "get":
-        node: Any = load_params(args.params).raw
-        for part in args.key.split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise ValidationError(args.params, args.key, "unknown key")
-            node = node[part]
-        print(node if not isinstance(node, (dict, list)) else json.dumps(node))
-    else:
-        set_in_file(args.params, args.overrides)
-        print(f"{args.params}: set {', '.join(args.overrides)}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

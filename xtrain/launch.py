@@ -36,8 +36,9 @@ import torch
 from contracts.errors import XtrainError, debug, one_line, report
 from contracts.validate import ValidationError
 from xtrain import determinism, rundir
+from xtrain.cli import add_params_args
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.config import Params, add_params_args, check_world, load_params
+from xtrain.config import Params, check_world, load_params
 from xtrain.data import TokenData
 from xtrain.env import fingerprint
 from xtrain.model import build_model

@@ -90,7 +90,8 @@ def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[flo
 def measure_rank(argv: list[str]) -> int:
     """Entry for one measured process (a thread launcher, or one torchrun worker)."""
     from contracts.fileio import atomic_write_json
-    from xtrain.config import add_params_args, load_params
+    from xtrain.cli import add_params_args
+    from xtrain.config import load_params
     from xtrain.launch import build_spec, run_proc_rank, run_threads
 
     ap = argparse.ArgumentParser(prog="python -m xtrain.scaling_bench rank")
@@ -203,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["rank"]:
         return measure_rank(argv[1:])
     from contracts import artifacts
-    from xtrain.config import add_params_args, load_params
+    from xtrain.cli import add_params_args
+    from xtrain.config import load_params
 
     ap = argparse.ArgumentParser(
         prog="python -m xtrain.scaling_bench",
