@@ -100,7 +100,7 @@ def test_stage_cli_prints_one_line_and_exits_2(tmp_path: Path, raw: dict) -> Non
     f = tmp_path / "params.yaml"
     f.write_text(yaml.safe_dump(raw))
     proc = subprocess.run(
-        [sys.executable, "-m", "xtrain.launch", "single", "--params", str(f)],
+        [sys.executable, "-m", "pipeline.train", "single", "--params", str(f)],
         capture_output=True,
         text=True,
         cwd=REPO,

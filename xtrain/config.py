@@ -105,6 +105,28 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class LaunchConfig:
+    """How ranks start and talk: params.yaml `launchers:`."""
+
+    thread_world: int
+    proc_world: int
+    timeout_s: float
+    grad_sync: str
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """The scaling benchmark: params.yaml `scaling:`."""
+
+    worlds: list[int]
+    launchers: list[str]
+    per_rank_batch: int
+    warmup_steps: int
+    window_steps: int
+    windows: int
+
+
+@dataclass(frozen=True)
 class Params:
     """The resolved params.yaml (profile and overrides applied, validated)."""
 
@@ -122,6 +144,13 @@ class Params:
                 raise ValidationError(self.source, key, "unknown key")
             node = node[part]
         return node
+
+    def launch_config(self) -> LaunchConfig:
+        la = self.raw["launchers"]
+        return LaunchConfig(la["thread"]["world"], la["proc"]["world"], la["timeout_s"], la["grad_sync"])
+
+    def scaling_config(self) -> ScalingConfig:
+        return ScalingConfig(**self.raw["scaling"])
 
     def run_config(self, vocab_size: int) -> RunConfig:
         """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""
