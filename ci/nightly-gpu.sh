@@ -71,7 +71,7 @@ $DVC repro tokenizer 2>&1 | tail -2
 # cuda:0 (bitwise equal on two GPUs of one model is also what a golden from another machine needs).
 step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
 ( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) python3 -m pipeline.train single --run-dir runs/rerun \
-    && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m pipeline.config get export.dtype)" \
+    && python3 -m pipeline.export runs/rerun exports/rerun --dtype "$(python3 -m pipeline.config get export.dtype)" \
        --name "$(python3 -m pipeline.config get export.pinned_model)-fresh" ) \
   > "$ART/rerun.log" 2>&1 &
 probe_pid=$!
