@@ -1,6 +1,6 @@
 """ONNX Runtime as a second, independent engine for the closed loop.
 
-    python -m xtrain.onnx_engine EXPORT OUT.onnx      # the export as an ONNX graph (input_ids -> logits)
+    python -m pipeline.to_onnx EXPORT OUT.onnx      # the export as an ONNX graph (input_ids -> logits)
 
 transformers loads the export (fp32 compute: a bf16 export's weights are widened exactly) and
 `torch.onnx.export(..., dynamo=True)` turns it into a graph with dynamic batch and sequence
@@ -11,8 +11,6 @@ so the negative control can perturb one by name; onnxruntime applies its own gra
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -85,23 +83,3 @@ class OnnxEngine:
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         (logits,) = self.session.run([OUTPUT], {INPUT: ids.numpy().astype(np.int64)})
         return torch.from_numpy(logits)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.onnx_engine",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("export_dir")
-    ap.add_argument("out", help="the .onnx file to write")
-    args = ap.parse_args(argv)
-    from contracts.fileio import atomic_write_bytes
-
-    atomic_write_bytes(args.out, onnx_bytes(Path(args.export_dir)))
-    print(f"wrote {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
