@@ -110,7 +110,7 @@ fi
 if [ "$BENCH" = 1 ] && [ "$NGPU" -ge 1 ]; then
   step "benchmark: harness vs plain PyTorch, reference and large configs"
   # shellcheck disable=SC2086  # NIGHTLY_BENCH_ARGS is a list of arguments
-  python3 -m xtrain.bench --device cuda ${NIGHTLY_BENCH_ARGS:---configs ref large --compile none reduce-overhead --profile --warmup 5 --window 10 --windows 5} \
+  python3 -m pipeline.bench --device cuda ${NIGHTLY_BENCH_ARGS:---configs ref large --compile none reduce-overhead --profile --warmup 5 --window 10 --windows 5} \
     --json "$ART/bench.json" 2>&1 | tee "$ART/bench.txt"
 fi
 

@@ -175,7 +175,7 @@ def test_export_cli_reports_a_missing_checkpoint(tmp_path: Path) -> None:
         text=True,
         cwd=REPO,
     )
-    # exit 2: CheckpointNotFound's own code, as the stage reports it (the old xtrain.export said 1)
+    # exit 2: CheckpointNotFound's own code, as the stage reports it (the one-checkpoint CLI used to say 1)
     assert proc.returncode == 2 and "no checkpoint here" in proc.stderr
 
 

@@ -2,7 +2,7 @@
 no traceback of ours, and nothing lost: the previous run stays byte-identical.
 
 The catalogue below is issue #12's review, case by case, plus the classes the cases stand for.
-Each runs the real command line (`pipeline.train`, `xtrain.config`) in-process or as a process.
+Each runs the real command line (`pipeline.train`, `pipeline.config`) in-process or as a process.
 """
 
 from __future__ import annotations
