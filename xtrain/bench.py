@@ -1,7 +1,7 @@
 """Training throughput: the harness's train step vs a plain PyTorch loop of the same model.
 
-    python -m pipeline.bench                                 # params.yaml's model and the reference config
-    python -m pipeline.bench --configs ref large --device cuda --compile none reduce-overhead --profile
+run_bench(run, tokens_path, BenchOptions(...)) times them; the command line is pipeline/bench.py
+(`python -m pipeline.bench [--configs params ref large] [--device cuda] [--compile ...] [--profile]`).
 
 Both loops run in the same process on the same data, with the same model, optimizer and
 compile mode. Their timed windows are interleaved (A B A B ...) after both have warmed up, so
