@@ -5,7 +5,8 @@
 - xtrain never reads params.yaml itself (`load_params`): the entry points pass typed config down;
 - imports point down: pipeline -> gates -> registry -> xtrain -> contracts (contracts imports no
   project package; registry no gates; nothing below pipeline imports it);
-- every function reads in one screen: at most 60 lines.
+- every function reads in one screen: at most 60 lines;
+- a library module that was a command says where the command went, exit 2 (never a silent 0).
 
 Each checker is a function of a source string, and each has a negative control: a synthetic source
 that breaks its rule is caught.
@@ -14,6 +15,8 @@ that breaks its rule is caught.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,6 +149,29 @@ def test_the_rules_scan_real_code() -> None:
     assert {"xtrain/train.py", "gates/perf.py", "registry/__main__.py", "pipeline/train.py"} <= scanned
     assert argv_uses(parse(REPO / "pipeline" / "train.py"))  # the edge does parse argv
     assert project_imports(parse(REPO / "registry" / "baselines.py")) >= {"contracts", "registry"}
+
+
+MOVED = {
+    "xtrain.config": "pipeline.config",
+    "xtrain.launch": "pipeline.train",
+    "xtrain.export": "pipeline.export",
+    "xtrain.bench": "pipeline.bench",
+    "xtrain.onnx_engine": "pipeline.to_onnx",
+    "xtrain.scaling_bench": "pipeline.scaling",
+}
+
+
+@pytest.mark.parametrize("module", sorted(MOVED))
+def test_a_moved_command_names_its_new_home(module: str) -> None:
+    """`torchrun ... -m xtrain.launch proc` in an old script must fail, not exit 0 having trained nothing."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "proc", "--help"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        proc.stderr.strip()
+        == f"error: python -m {module}: moved; run python -m {MOVED[module]} (the same arguments)"
+    )
 
 
 # ---- negative controls: each checker catches a synthetic violation --------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from contracts.errors import moved
 from xtrain import determinism
 from xtrain.comm import Communicator, FlatGrads, SingleComm
 from xtrain.config import ModelConfig, RunConfig, TrainConfig
@@ -325,3 +326,7 @@ def run_bench(run: RunConfig, tokens_path: str, opts: BenchOptions) -> list[dict
                 flush=True,
             )
     return rows
+
+
+if __name__ == "__main__":  # the command line is pipeline.bench
+    moved(__spec__.name, "pipeline.bench")

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from contracts.errors import moved
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
 
@@ -400,3 +401,7 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
     buf = io.StringIO()
     ry.dump(doc, buf)
     atomic_write_text(path, buf.getvalue())
+
+
+if __name__ == "__main__":  # the command line is pipeline.config
+    moved(__spec__.name, "pipeline.config")

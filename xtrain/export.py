@@ -28,6 +28,7 @@ import torch
 from safetensors.torch import save
 
 from contracts import artifacts
+from contracts.errors import moved
 from contracts.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import resolve_checkpoint
@@ -238,3 +239,7 @@ def export(
         artifacts.check("manifest", manifest, Path(out_dir) / "manifest.json")
         (tmp / "manifest.json").write_bytes(canonical_json(manifest).encode())
     return manifest
+
+
+if __name__ == "__main__":  # the command line is pipeline.export
+    moved(__spec__.name, "pipeline.export")

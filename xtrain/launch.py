@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from contracts.errors import XtrainError, one_line
+from contracts.errors import XtrainError, moved, one_line
 from contracts.validate import ValidationError
 from xtrain import determinism, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
@@ -254,3 +254,7 @@ def run_local(spec: RunSpec, launcher: str, cfg: LaunchConfig, world: int | None
         run_single(spec)
     else:
         run_threads(spec, cfg.thread_world if world is None else world, cfg.timeout_s)
+
+
+if __name__ == "__main__":  # the command line is pipeline.train
+    moved(__spec__.name, "pipeline.train")

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from contracts.errors import moved
+
 INPUT, OUTPUT = "input_ids", "logits"
 PREFIX = "hf."  # the wrapper's attribute name: initializers are PREFIX + the export's tensor names
 
@@ -83,3 +85,7 @@ class OnnxEngine:
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         (logits,) = self.session.run([OUTPUT], {INPUT: ids.numpy().astype(np.int64)})
         return torch.from_numpy(logits)
+
+
+if __name__ == "__main__":  # the command line is pipeline.to_onnx
+    moved(__spec__.name, "pipeline.to_onnx")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contracts.errors import moved
 from xtrain.config import LaunchConfig, RunConfig, ScalingConfig
 
 FORMAT = "xtrain-scaling/1"
@@ -215,3 +216,7 @@ def write_results(result: dict[str, Any], out: Path) -> None:
     artifacts.write("scaling", out / "scaling.json", result)
     plot(result, out / "scaling.png")
     print_table(result)
+
+
+if __name__ == "__main__":  # the command line is pipeline.scaling
+    moved(__spec__.name, "pipeline.scaling")
