@@ -79,9 +79,11 @@ def cli(main: Callable[P, int]) -> Callable[P, int]:
     return wrapper
 
 
-def moved(module: str, command: str) -> NoReturn:
-    """`python -m MODULE` of a library module that used to be a command: one line naming the
-    command that replaced it, exit 2 (a script not yet updated must not succeed doing nothing)."""
+def moved(module: str, command_file: str) -> NoReturn:
+    """`python -m MODULE` of a library module that used to be a command: one line naming the command
+    that replaced it (given as its file, `pipeline/train.py`: a path, not an import), exit 2. A script
+    not yet updated must not succeed having done nothing."""
+    command = command_file.removesuffix(".py").replace("/", ".")
     print(
         f"error: python -m {module}: moved; run python -m {command} (the same arguments)",
         file=sys.stderr,

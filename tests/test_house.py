@@ -151,27 +151,29 @@ def test_the_rules_scan_real_code() -> None:
     assert project_imports(parse(REPO / "registry" / "baselines.py")) >= {"contracts", "registry"}
 
 
-MOVED = {
-    "xtrain.config": "pipeline.config",
-    "xtrain.launch": "pipeline.train",
-    "xtrain.export": "pipeline.export",
-    "xtrain.bench": "pipeline.bench",
-    "xtrain.onnx_engine": "pipeline.to_onnx",
-    "xtrain.scaling_bench": "pipeline.scaling",
-}
+# xtrain module that was a command -> the pipeline module that is its command now
+MOVED = dict(
+    pair.split(":")
+    for pair in [
+        "config:config",
+        "launch:train",
+        "export:export",
+        "bench:bench",
+        "onnx_engine:to_onnx",
+        "scaling_bench:scaling",
+    ]
+)
 
 
 @pytest.mark.parametrize("module", sorted(MOVED))
 def test_a_moved_command_names_its_new_home(module: str) -> None:
     """`torchrun ... -m xtrain.launch proc` in an old script must fail, not exit 0 having trained nothing."""
     proc = subprocess.run(
-        [sys.executable, "-m", module, "proc", "--help"], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", f"xtrain.{module}", "proc", "--help"], cwd=REPO, capture_output=True, text=True
     )
     assert proc.returncode == 2, proc.stderr
-    assert (
-        proc.stderr.strip()
-        == f"error: python -m {module}: moved; run python -m {MOVED[module]} (the same arguments)"
-    )
+    expected = f"moved; run python -m pipeline.{MOVED[module]} (the same arguments)"
+    assert proc.stderr.strip() == f"error: python -m xtrain.{module}: {expected}"
 
 
 # ---- negative controls: each checker catches a synthetic violation --------------------------------

@@ -328,5 +328,5 @@ def run_bench(run: RunConfig, tokens_path: str, opts: BenchOptions) -> list[dict
     return rows
 
 
-if __name__ == "__main__":  # the command line is pipeline.bench
-    moved(__spec__.name, "pipeline.bench")
+if __name__ == "__main__":  # the command line is pipeline/bench.py
+    moved(__spec__.name, "pipeline/bench.py")

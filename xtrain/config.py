@@ -403,5 +403,5 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
-if __name__ == "__main__":  # the command line is pipeline.config
-    moved(__spec__.name, "pipeline.config")
+if __name__ == "__main__":  # the command line is pipeline/config.py
+    moved(__spec__.name, "pipeline/config.py")

@@ -241,5 +241,5 @@ def export(
     return manifest
 
 
-if __name__ == "__main__":  # the command line is pipeline.export
-    moved(__spec__.name, "pipeline.export")
+if __name__ == "__main__":  # the command line is pipeline/export.py
+    moved(__spec__.name, "pipeline/export.py")

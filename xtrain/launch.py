@@ -256,5 +256,5 @@ def run_local(spec: RunSpec, launcher: str, cfg: LaunchConfig, world: int | None
         run_threads(spec, cfg.thread_world if world is None else world, cfg.timeout_s)
 
 
-if __name__ == "__main__":  # the command line is pipeline.train
-    moved(__spec__.name, "pipeline.train")
+if __name__ == "__main__":  # the command line is pipeline/train.py
+    moved(__spec__.name, "pipeline/train.py")

@@ -87,5 +87,5 @@ class OnnxEngine:
         return torch.from_numpy(logits)
 
 
-if __name__ == "__main__":  # the command line is pipeline.to_onnx
-    moved(__spec__.name, "pipeline.to_onnx")
+if __name__ == "__main__":  # the command line is pipeline/to_onnx.py
+    moved(__spec__.name, "pipeline/to_onnx.py")

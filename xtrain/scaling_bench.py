@@ -218,5 +218,5 @@ def write_results(result: dict[str, Any], out: Path) -> None:
     print_table(result)
 
 
-if __name__ == "__main__":  # the command line is pipeline.scaling
-    moved(__spec__.name, "pipeline.scaling")
+if __name__ == "__main__":  # the command line is pipeline/scaling.py
+    moved(__spec__.name, "pipeline/scaling.py")
