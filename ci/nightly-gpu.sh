@@ -48,7 +48,7 @@ if [ "$PROFILE" = gpu ] && [ "$NGPU" -lt 1 ]; then echo "no CUDA device visible"
 WORLD=$(( NGPU > 0 ? NGPU : 2 ))
 
 step "profile $PROFILE, world $WORLD for both launchers"
-python3 -m xtrain.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" "launchers.proc.world=$WORLD" || exit 2
+python3 -m pipeline.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" "launchers.proc.world=$WORLD" || exit 2
 
 # Timed training is host-bound: the GPU work gets the first half of the cores, the CPU-only test
 # suite the second, so the suite's workers do not steal the cores whose speed the perf gates judge.
@@ -87,8 +87,8 @@ $DVC repro tokenizer 2>&1 | tail -2
 
 step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
 ( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) pin "$GPU_CORES" python3 -m pipeline.train single --run-dir runs/rerun \
-    && python3 -m xtrain.export runs/rerun exports/rerun --dtype "$(python3 -m xtrain.config get export.dtype)" \
-       --name "$(python3 -m xtrain.config get export.pinned_model)-fresh" ) \
+    && python3 -m pipeline.export runs/rerun exports/rerun --dtype "$(python3 -m pipeline.config get export.dtype)" \
+       --name "$(python3 -m pipeline.config get export.pinned_model)-fresh" ) \
   > "$ART/rerun.log" 2>&1 &
 probe_pid=$!
 pin "$GPU_CORES" $DVC repro train_single 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -4
@@ -150,7 +150,7 @@ fi
 if [ "$BENCH" = 1 ] && [ "$NGPU" -ge 1 ]; then
   step "benchmark: harness vs plain PyTorch, reference and large configs"
   # shellcheck disable=SC2086  # NIGHTLY_BENCH_ARGS is a list of arguments
-  python3 -m xtrain.bench --device cuda ${NIGHTLY_BENCH_ARGS:---configs ref large --compile none reduce-overhead --profile --warmup 5 --window 10 --windows 5} \
+  python3 -m pipeline.bench --device cuda ${NIGHTLY_BENCH_ARGS:---configs ref large --compile none reduce-overhead --profile --warmup 5 --window 10 --windows 5} \
     --json "$ART/bench.json" 2>&1 | tee "$ART/bench.txt"
 fi
 

@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import ParamSpec
+from typing import NoReturn, ParamSpec
 
 DEBUG_ENV = "XTRAIN_DEBUG"
 
@@ -77,3 +77,16 @@ def cli(main: Callable[P, int]) -> Callable[P, int]:
             return report(e)
 
     return wrapper
+
+
+def moved(module: str, command_file: str) -> NoReturn:
+    """`python -m MODULE` of a library module that used to be a command: one line naming the command
+    that replaced it (given as its file, `pipeline/train.py`: a path, not an import), exit 2. A script
+    not yet updated must not succeed having done nothing."""
+    command = command_file.removesuffix(".py").replace("/", ".")
+    print(
+        f"error: python -m {module}: moved; run python -m {command} (the same arguments)",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(2)

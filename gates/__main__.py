@@ -28,7 +28,8 @@ from gates import catalogue, ci_report, report
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
-from xtrain.config import add_params_args, load_params
+from xtrain.cli import add_params_args
+from xtrain.config import load_params
 
 
 def load_thresholds(params: Path) -> dict[str, Any]:

@@ -133,8 +133,8 @@ GATES: list[Gate] = [
         ),
         run=lambda a, t: scaling.scaling(a, t["scaling"]),
         why="a change that keeps numerics but loses throughput at scale is still a regression",
-        investigate="bench/scaling.png; rerun one launcher/world with python -m xtrain.scaling_bench; on GPU profile "
-        "the step (python -m xtrain.bench) and the all-reduce overlap",
+        investigate="bench/scaling.png; rerun one launcher/world with python -m pipeline.scaling; on GPU profile "
+        "the step (python -m pipeline.bench) and the all-reduce overlap",
     ),
     Gate(
         id="perf.throughput",
@@ -146,7 +146,7 @@ GATES: list[Gate] = [
         run=lambda a, t: perf.throughput(a, t),
         why="a change that keeps the numerics but trains slower is a regression users feel first",
         investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); the step with "
-        "python -m xtrain.bench --profile; git bisect with python -m gates bisect GOOD BAD --gate "
+        "python -m pipeline.bench --profile; git bisect with python -m gates bisect GOOD BAD --gate "
         "perf.throughput; bless an understood change with python -m registry bless --perf --reason '...'",
     ),
     Gate(

@@ -2,72 +2,26 @@
 
 Everything is recomputed from raw data: the per-window (steps, seconds) and per-rank peak bytes that
 xtrain.train records in metrics.json `perf`, and the same raw fields of the baseline
-(registry/baselines/<env_id>/v<N>.json). A rate is tokens_per_step * steps / seconds of a steady
-window (the warm-up windows dropped); a run's throughput is the median window and its spread is
-(max - min) / median. The slowdown band is the larger spread of the run and the baseline (never
-below min_band); a spread above noise_bound cannot resolve a change of interest: inconclusive.
+(registry/baselines/<env_id>/v<N>.json), read by contracts/perf_record.py (which `registry bless
+--perf` shares). A rate is tokens_per_step * steps / seconds of a steady window (the warm-up windows
+dropped); a run's throughput is the median window and its spread is (max - min) / median. The
+slowdown band is the larger spread of the run and the baseline (never below min_band); a spread
+above noise_bound cannot resolve a change of interest: inconclusive.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from contracts.perf_record import STAGES, StagePerf, median_spread, stage_perf
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
 from gates.outcome import Outcome, failed, inconclusive, passed
 from registry.store import Entry, Registry, RegistryError
 
-STAGES = {"single": "train_single", "thread": "train@thread", "proc": "train@proc"}
 MIN_WINDOWS = 3  # fewer steady windows cannot show their own spread
 BLESS = "python -m registry bless --perf --reason '...'"
-
-
-@dataclass(frozen=True)
-class StagePerf:
-    """One training stage's perf record (from a metrics file or a baseline entry)."""
-
-    launcher: str
-    env_id: str
-    world: int
-    config_hash: str
-    rates: list[float]  # tokens/s of each steady window
-    peaks: list[float]  # peak bytes per rank
-    memory_kind: str
-    memory_scope: str
-
-
-def steady_rates(perf: dict[str, Any], tokens_per_step: int) -> list[float]:
-    """tokens/s of each window after the warm-up; inf or nan where a window cannot be timed."""
-    out = []
-    for w in perf["windows"][perf["warmup_windows"] :]:
-        secs = w["seconds"]
-        out.append(tokens_per_step * w["steps"] / secs if secs > 0 else math.inf)
-    return out
-
-
-def median_spread(rates: list[float]) -> tuple[float, float]:
-    """Median rate and (max - min) / median."""
-    med = statistics.median(rates)
-    return med, (max(rates) - min(rates)) / med if med > 0 else math.inf
-
-
-def stage_perf(record: dict[str, Any]) -> StagePerf:
-    """From a metrics.json, or a baseline's stage entry (which keeps the same raw fields)."""
-    perf = record["perf"]
-    mem = perf["peak_memory"]
-    return StagePerf(
-        launcher=record["launcher"],
-        env_id=record["env"]["env_id"] if "env" in record else record["env_id"],
-        world=record["world"],
-        config_hash=record["config_hash"],
-        rates=steady_rates(perf, record["tokens_per_step"]),
-        peaks=[float(r["bytes"]) for r in sorted(mem["per_rank"], key=lambda r: r["rank"])],
-        memory_kind=mem["kind"],
-        memory_scope=mem["scope"],
-    )
 
 
 def run_stages(a: Artifacts) -> tuple[dict[str, dict[str, Any]], list[str]]:

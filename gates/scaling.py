@@ -3,7 +3,7 @@
 tokens/s = median of a measurement's windows, speedup(w) = median(world w) / median(world 1) of
 the same launcher, spread = (max - min) / median; the file's own figures are only cross-checked.
 The worlds and launchers come from the resolved params (scaling.worlds capped by the devices
-present, as xtrain.scaling_bench does), not from the file. A window spread above max_spread makes the
+present, as the scaling stage does), not from the file. A window spread above max_spread makes the
 verdict inconclusive (rerun on a quiet machine), never a pass.
 """
 
@@ -134,7 +134,7 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
             measured,
             threshold,
             "; ".join(problems) + ". Next: bench/scaling.png and python -m "
-            "xtrain.scaling_bench for the windows; where the time goes: all-reduce vs compute",
+            "pipeline.scaling for the windows; where the time goes: all-reduce vs compute",
         )
     return passed(
         measured,

@@ -1,35 +1,65 @@
-"""Stage `export`: the fresh model (runs/single) -> exports/fresh; the registry's pinned checkpoint -> exports/pinned."""
+"""Export to a Hugging Face folder (Qwen3 layout, model card, GGUF, manifest): xtrain/export.py.
+
+python -m pipeline.export           # stage `export`: runs/single -> exports/fresh, the registry's pinned
+                                    # checkpoint -> exports/pinned (params.yaml `export:`)
+python -m pipeline.export CKPT OUTDIR [--dtype fp32|bf16] [--name NAME] [--tokenizer FILE]   # one checkpoint
+
+CKPT is a checkpoint directory, or a run directory (its `checkpoints/latest` is used). One checkpoint
+needs no params.yaml: it exports anywhere, to the same md5s.
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from pipeline import stage
 from registry.store import Registry
 from xtrain.checkpoint_dir import CheckpointNotFound
-from xtrain.export import ExportError, export
+from xtrain.export import DTYPES, ExportError, export
+
+ERRORS = (ExportError, CheckpointNotFound, ValueError)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = stage.parser(__doc__ or "")
+    ap.formatter_class = argparse.RawDescriptionHelpFormatter
+    ap.add_argument("checkpoint", nargs="?", help="one checkpoint (default: the stage's two exports)")
+    ap.add_argument("out_dir", nargs="?")
+    ap.add_argument("--run", default="runs/single", help="the stage: the fresh model's run")
+    ap.add_argument("--out", default="exports", help="the stage: where fresh/ and pinned/ go")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="one checkpoint (default: fp32)")
+    ap.add_argument("--tokenizer", default=None, help="one checkpoint (default: the checkpoint's)")
+    ap.add_argument("--name", default=None, help="one checkpoint: its name in the card and GGUF")
+    args = ap.parse_args(argv)
+    if (args.checkpoint is None) != (args.out_dir is None):
+        ap.error("one checkpoint takes both CKPT and OUTDIR")
+    if args.checkpoint is None and (args.dtype or args.tokenizer or args.name):
+        ap.error("--dtype, --tokenizer and --name go with CKPT OUTDIR (the stage reads params.yaml export:)")
+    return args
+
+
+def export_stage(args: argparse.Namespace) -> None:
+    params = stage.params_of(args)
+    dtype = params["export"]["dtype"]
+    pinned = Registry().pinned_dir(params["export"]["pinned_model"])
+    model = params["export"]["pinned_model"]
+    # The card and GGUF name the model: the pinned one by its pin.json (the default), this run's as -fresh.
+    for name, source, title in (("fresh", Path(args.run), f"{model}-fresh"), ("pinned", pinned, None)):
+        manifest = export(source, Path(args.out) / name, dtype, name=title)
+        print(f"export {name} ({dtype}): model.safetensors {manifest['files']['model.safetensors']['md5']}")
+
+
+def export_one(args: argparse.Namespace) -> None:
+    manifest = export(args.checkpoint, args.out_dir, args.dtype or "fp32", args.tokenizer, args.name)
+    for name, f in manifest["files"].items():
+        print(f"{f['md5']}  {f['bytes']:>10,}  {name}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = stage.parser(__doc__ or "")
-    ap.add_argument("--run", default="runs/single")
-    ap.add_argument("--out", default="exports")
-    args = ap.parse_args(argv)
-
-    def body() -> None:
-        params = stage.params_of(args)
-        dtype = params["export"]["dtype"]
-        pinned = Registry().pinned_dir(params["export"]["pinned_model"])
-        model = params["export"]["pinned_model"]
-        # The card and GGUF name the model: the pinned one by its pin.json (the default), this run's as -fresh.
-        for name, source, title in (("fresh", Path(args.run), f"{model}-fresh"), ("pinned", pinned, None)):
-            manifest = export(source, Path(args.out) / name, dtype, name=title)
-            print(
-                f"export {name} ({dtype}): model.safetensors {manifest['files']['model.safetensors']['md5']}"
-            )
-
-    return stage.run(body, (ExportError, CheckpointNotFound))
+    args = parse_args(argv)
+    return stage.run(lambda: export_one(args) if args.checkpoint else export_stage(args), ERRORS)
 
 
 if __name__ == "__main__":

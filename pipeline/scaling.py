@@ -1,24 +1,81 @@
-"""Stage `scaling`: tokens/s per launcher and world -> bench/scaling.json and bench/scaling.png.
+"""Stage `scaling`: tokens/s per launcher and world -> bench/scaling.json and bench/scaling.png (xtrain/scaling_bench.py).
 
+python -m pipeline.scaling [--out bench] [--set k=v]    # worlds and launchers from params.yaml `scaling:`
+
+Each (launcher, world) is measured in a fresh process that runs this module again:
+`python -m pipeline.scaling rank thread --world N ...`, or `rank proc` under a real torchrun.
 bench/scaling.json is validated when written (contracts.artifacts); a bad record is one line, exit 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
 from pipeline import stage
-from xtrain.scaling_bench import main as scaling_main
+from xtrain.launch import build_spec, torchrun_cmd
+from xtrain.scaling_bench import measure_rank, measure_worlds, scaling_record, write_results
+from xtrain.tokenizer import load_tokenizer
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    ap = stage.parser(__doc__ or "")
+    ap.prog, ap.formatter_class = prog, argparse.RawDescriptionHelpFormatter
+    ap.add_argument("--tokens", default="data/tokens.safetensors")
+    ap.add_argument("--tokenizer", default="data/tokenizer.json")
+    return ap
+
+
+def rank_command(args: argparse.Namespace, launcher: str, world: int, result: Path) -> list[str]:
+    """One measured process: this module's `rank` command, with our params, overrides and data."""
+    common = [
+        "--params",
+        args.params,
+        *[a for o in args.overrides for a in ("--set", o)],
+        "--tokens",
+        args.tokens,
+        "--tokenizer",
+        args.tokenizer,
+        "--result",
+        str(result),
+    ]
+    if launcher == "thread":
+        return [sys.executable, "-m", "pipeline.scaling", "rank", "thread", "--world", str(world), *common]
+    return torchrun_cmd(world, "pipeline.scaling", "rank", "proc", *common)
+
+
+def rank_main(argv: list[str]) -> int:
+    """`rank thread|proc`: one measured process (a thread launcher, or one torchrun worker)."""
+    ap = parser("python -m pipeline.scaling rank")
+    ap.add_argument("launcher", choices=["thread", "proc"])
+    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--result", required=True)
+    args = ap.parse_args(argv)
+    params = stage.params_of(args)
+    spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
+    measure_rank(
+        spec, args.launcher, args.world, params.launch_config(), params.scaling_config(), args.result
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    code = 0
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["rank"]:
+        return rank_main(argv[1:])
+    ap = parser("python -m pipeline.scaling")
+    ap.add_argument("--out", default="bench")
+    args = ap.parse_args(argv)
 
     def body() -> None:
-        nonlocal code
-        code = scaling_main(sys.argv[1:] if argv is None else argv)
+        params = stage.params_of(args)
+        run = params.run_config(load_tokenizer(args.tokenizer).get_vocab_size())
+        sc, launch = params.scaling_config(), params.launch_config()
+        measured = measure_worlds(sc, run.train.device, lambda *a: rank_command(args, *a))
+        write_results(scaling_record(params["profile"], run, launch, sc, measured), Path(args.out))
 
-    return stage.run(body) or code
+    return stage.run(body)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable
 
 from contracts.errors import KNOWN, report
-from xtrain.config import Params, add_params_args, load_params
+from xtrain.cli import add_params_args
+from xtrain.config import Params, load_params
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -1,64 +1,132 @@
-"""Stages `train_single`, `train@thread`, `train@proc`: the launchers of xtrain.launch.
+"""Stages `train_single`, `train@thread`, `train@proc`: train with one launcher (xtrain/launch.py).
 
-python -m pipeline.train single
-python -m pipeline.train thread
+python -m pipeline.train single|thread [--world N] [--set k=v] [--resume] [--run-dir DIR]
 python -m pipeline.train proc      # starts torchrun itself with launchers.proc.world workers
 
 The proc launcher's world comes from the validated params (profile and --set applied), never
 from a shell command: this process starts torchrun from Python, and each worker runs this same
-module under torchrun (it sees RANK in its environment). Multi-node stays as it was:
-torchrun --nnodes 2 ... -m pipeline.train proc
+module under torchrun (it sees RANK in its environment). Multi-node runs it under torchrun directly:
+torchrun --nnodes 2 --node-rank R --nproc-per-node 8 --rdzv-backend c10d \\
+         --rdzv-endpoint HOST0:29500 --rdzv-id JOB -m pipeline.train proc
 
 The stage then checks what it wrote (metrics.json against contracts/schemas/metrics.schema.json).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 from contracts import artifacts
-from contracts.errors import report
+from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
 from xtrain import launch
-from xtrain.config import load_params
+from xtrain.cli import add_params_args
+from xtrain.config import LaunchConfig, load_params
+from xtrain.train import RunSpec
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m pipeline.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("launcher", choices=launch.LAUNCHERS)
+    add_params_args(ap)
+    ap.add_argument("--run-dir", default=None, help="default: runs/<launcher>")
+    ap.add_argument(
+        "--world",
+        type=int,
+        default=None,
+        help="ranks (default: launchers.<launcher>.world; under torchrun its WORLD_SIZE)",
+    )
+    ap.add_argument("--tokens", default="data/tokens.safetensors")
+    ap.add_argument("--tokenizer", default="data/tokenizer.json")
+    ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
+    return ap.parse_args(argv)
+
+
+def run_dir(args: argparse.Namespace) -> str:
+    return args.run_dir or f"runs/{args.launcher}"
+
+
+def load(args: argparse.Namespace) -> tuple[LaunchConfig, RunSpec]:
+    """params.yaml (validated) and every input, loaded before anything is touched."""
+    params = load_params(args.params, args.overrides)
+    spec = launch.build_spec(params, args.launcher, run_dir(args), args.tokens, args.tokenizer, args.resume)
+    return params.launch_config(), spec
+
+
+def train_here(args: argparse.Namespace) -> int:
+    """The single or thread launcher in this process; a failure is one line (contracts.errors)."""
+    try:
+        cfg, spec = load(args)
+        launch.run_local(spec, args.launcher, cfg, args.world)
+    except launch.RankFailed as e:
+        if debug():
+            print(e.tb, file=sys.stderr, end="")
+        return report(e)
+    except (XtrainError, OSError) as e:
+        return report(e)
+    return 0
+
+
+def torchrun_worker(args: argparse.Namespace) -> int:
+    """A torchrun worker: dies with its agent; a failure is one line naming the rank, then a hard exit."""
+    launch.die_with_parent()
+    rank = int(os.environ["RANK"])
+    try:
+        cfg, spec = load(args)
+        launch.run_proc_rank(spec, cfg.timeout_s, cfg.grad_sync)
+    except ValidationError as e:  # the same on every rank: rank 0 says it
+        code = report(e) if rank == 0 else e.exit_code
+        os._exit(code)
+    except (XtrainError, OSError) as e:
+        code = report(e, prefix="" if isinstance(e, launch.RankFailed) else f"rank {rank}: ")
+        sys.stdout.flush()
+        # Leave now: interpreter shutdown would wait on the broken process group's threads.
+        os._exit(code)
+    except Exception:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
+    return 0
 
 
 def worlds(params_path: str, overrides: list[str]) -> dict[str, int]:
     """Each launcher's world as the launchers will use it: the one route (docs/world-sizes.md)."""
-    launchers = load_params(params_path, overrides)["launchers"]
-    return {name: launchers[name]["world"] for name in ("thread", "proc")}
+    cfg = load_params(params_path, overrides).launch_config()
+    return {"thread": cfg.thread_world, "proc": cfg.proc_world}
 
 
 def proc_command(argv: list[str]) -> list[str]:
     """torchrun with the validated proc world, its workers running `pipeline.train` with our argv."""
-    args = launch.parse_args(argv)
+    args = parse_args(argv)
     world = args.world or worlds(args.params, args.overrides)["proc"]
     return launch.torchrun_cmd(world, "pipeline.train", *argv)
 
 
-def check_written(argv: list[str]) -> None:
-    args = launch.parse_args(argv)
-    run_dir = Path(args.run_dir or f"runs/{args.launcher}")
-    artifacts.read("metrics", run_dir / "metrics.json")  # also on a torchrun worker's write: read it back
+def start_torchrun(argv: list[str]) -> int:
+    cmd = proc_command(argv)
+    print(f"[proc] {shlex.join(cmd)}", flush=True)
+    return subprocess.run(cmd, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "RANK" in os.environ:  # a torchrun worker (one node or many)
-        return launch.main(argv)
+    args = parse_args(argv)
+    if "RANK" in os.environ and args.launcher == "proc":  # a torchrun worker (one node or many)
+        return torchrun_worker(args)
     try:
-        if argv[:1] == ["proc"]:
-            cmd = proc_command(argv)
-            print(f"[proc] {shlex.join(cmd)}", flush=True)
-            code = subprocess.run(cmd, check=False).returncode
-        else:
-            code = launch.main(argv)
-        if code == 0:
-            check_written(argv)
+        code = start_torchrun(argv) if args.launcher == "proc" else train_here(args)
+        if code == 0:  # also on a torchrun worker's write: read it back
+            artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
     except ValidationError as e:
         return report(e)  # exit 2 (ValidationError.exit_code)
     return code

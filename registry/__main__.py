@@ -40,7 +40,7 @@ from registry.store import (
     write_once,
 )
 from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.config import add_params_args
+from xtrain.cli import add_params_args
 
 MIN_REASON = 10
 
@@ -274,8 +274,7 @@ def list_all(reg: Registry) -> int:
     return 0
 
 
-@cli
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -309,8 +308,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoint")
     p.add_argument("--model", required=True)
     p.add_argument("--reason", default=None)
-    args = ap.parse_args(argv)
+    return ap
 
+
+def bless(reg: Registry, args: argparse.Namespace) -> int:
+    """`bless`: a perf baseline (--perf), a golden (--golden), or the next export version."""
+    reason = need_reason(args.reason)
+    if args.perf:
+        return bless_baseline(reg, Path(args.runs), reason, args.params)
+    if args.golden:
+        export_dir = Path(args.export or "exports/fresh")
+        return bless_golden(reg, Path(args.metrics), export_dir, args.tier, reason, args.params)
+    export_dir = Path(args.export or "exports/pinned")
+    return bless_version(reg, export_dir, args.model or default_model(args.params), reason, args.params)
+
+
+def verify_command(reg: Registry, args: argparse.Namespace) -> int:
+    """`verify`: each file's expected and actual md5; exit 1 on a mismatch unless --no-fail."""
+    export_dir = Path(args.export_dir)
+    report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
+    if args.report:
+        artifacts.write("registry_check", args.report, report)
+    print_verify(report, export_dir)
+    return 0 if report["passed"] or args.no_fail else 1
+
+
+@cli
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     reg = Registry(args.root) if args.root else Registry()
     if args.cmd == "list":
         return list_all(reg)
@@ -318,32 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"registry: {validate_everything(reg)} files valid")
         return 0
     if args.cmd == "verify":
-        export_dir = Path(args.export_dir)
-        report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
-        if args.report:
-            artifacts.write("registry_check", args.report, report)
-        print_verify(report, export_dir)
-        return 0 if report["passed"] or args.no_fail else 1
+        return verify_command(reg, args)
     if args.cmd == "bless":
-        reason = need_reason(args.reason)
-        if args.perf:
-            return bless_baseline(reg, Path(args.runs), reason, args.params)
-        if args.golden:
-            return bless_golden(
-                reg,
-                Path(args.metrics),
-                Path(args.export or "exports/fresh"),
-                args.tier,
-                reason,
-                args.params,
-            )
-        return bless_version(
-            reg,
-            Path(args.export or "exports/pinned"),
-            args.model or default_model(args.params),
-            reason,
-            args.params,
-        )
+        return bless(reg, args)
     if args.cmd == "pin":
         return pin_checkpoint(reg, Path(args.checkpoint), args.model, need_reason(args.reason))
     return 2

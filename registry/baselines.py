@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts import artifacts
+from contracts.perf_record import STAGES, median_spread, stage_perf
 from contracts.validate import load_schema, validate
-from gates.perf import STAGES, median_spread, stage_perf
 from registry.provenance import provenance
 from registry.store import Registry, RegistryError, seal, write_once
 

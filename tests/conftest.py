@@ -159,7 +159,7 @@ TINY_OVERRIDES = (
 
 
 def tiny_cli(data: TinyData, run_dir: Path, *extra: str) -> list[str]:
-    """Arguments for `xtrain.launch` that train the tiny config on the tiny data."""
+    """Arguments for `pipeline.train` that train the tiny config on the tiny data."""
     sets = [a for o in (*TINY_OVERRIDES, *extra) for a in ("--set", o)]
     return [
         "--params",

@@ -19,7 +19,7 @@ from pathlib import Path
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
 from xtrain.launch import run_single, run_threads, torchrun_cmd
 
-LAUNCH_MODULE = "xtrain.launch"  # the launchers' command line
+LAUNCH_MODULE = "pipeline.train"  # the launchers' command line
 CUDA = {"device": "cuda", "precision": "bf16", "fused_adamw": True, "steps": 12}
 DROPOUT = {"dropout": 0.1, "attn_dropout": 0.1}
 CUDA_SETS = (

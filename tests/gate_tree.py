@@ -52,7 +52,7 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
         2,
         30,
     )
-    run_cli(torchrun_cmd(2, "xtrain.launch", "proc", *tiny_cli(tiny_data, root / "runs" / "proc")))
+    run_cli(torchrun_cmd(2, "pipeline.train", "proc", *tiny_cli(tiny_data, root / "runs" / "proc")))
     registry(
         root, "pin", str(root / "runs" / "single"), "--model", "tiny", "--reason", "pinned for the gate tests"
     )

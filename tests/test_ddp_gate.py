@@ -47,7 +47,7 @@ def thread_run(data: TinyData, run_dir: Path, world: int, model: dict | None = D
 
 def torchrun(data: TinyData, run_dir: Path, fault: str | None = None) -> dict:
     sets = [f"model.{k}={v}" for k, v in DROPOUT.items()]
-    cmd = torchrun_cmd(2, "xtrain.launch", "proc", *tiny_cli(data, run_dir, *sets))
+    cmd = torchrun_cmd(2, "pipeline.train", "proc", *tiny_cli(data, run_dir, *sets))
     env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
     if fault:
         env["XTRAIN_FAULT"] = fault

@@ -34,7 +34,7 @@ def test_export_is_byte_identical_across_processes_and_paths(checkpoint: Path, t
     for i in range(2):
         out = tmp_path / f"elsewhere-{i}" / "deep" / "export"
         subprocess.run(
-            [sys.executable, "-m", "xtrain.export", str(checkpoint), str(out)],
+            [sys.executable, "-m", "pipeline.export", str(checkpoint), str(out)],
             check=True,
             cwd=tmp_path,
             capture_output=True,
@@ -170,12 +170,13 @@ def test_export_refuses_a_checkpoint_that_is_not_qwen3(checkpoint: Path, tmp_pat
 
 def test_export_cli_reports_a_missing_checkpoint(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "xtrain.export", str(tmp_path / "nope"), str(tmp_path / "out")],
+        [sys.executable, "-m", "pipeline.export", str(tmp_path / "nope"), str(tmp_path / "out")],
         capture_output=True,
         text=True,
         cwd=REPO,
     )
-    assert proc.returncode == 1 and "no checkpoint here" in proc.stderr
+    # exit 2: CheckpointNotFound's own code, as the stage reports it (the one-checkpoint CLI used to say 1)
+    assert proc.returncode == 2 and "no checkpoint here" in proc.stderr
 
 
 def test_model_card_loads_and_is_byte_stable(checkpoint: Path, tmp_path: Path, monkeypatch) -> None:
@@ -259,3 +260,12 @@ def test_llama_cpp_greedy_tokens_match_ours(checkpoint: Path, tmp_path: Path) ->
             if len(theirs) == 16:
                 break
         assert theirs == greedy(ours, ids, 16)
+
+
+def test_one_checkpoint_options_refuse_the_stage_form(tmp_path: Path) -> None:
+    """pipeline.export is both the stage and the one-checkpoint command: --dtype without CKPT OUTDIR
+    would be a second route to params.yaml's export.dtype, so it is refused."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.export", "--dtype", "bf16"], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 2 and "go with CKPT OUTDIR" in proc.stderr

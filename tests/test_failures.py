@@ -29,8 +29,8 @@ LIMIT_S = 60
 def command(launcher: str, data: TinyData, run_dir: Path, *extra: str) -> list[str]:
     args = tiny_cli(data, run_dir, "launchers.timeout_s=5", "train.steps=40", "train.ckpt_every=2", *extra)
     if launcher == "thread":
-        return [sys.executable, "-m", "xtrain.launch", "thread", "--world", "2", *args]
-    return torchrun_cmd(2, "xtrain.launch", "proc", *args)
+        return [sys.executable, "-m", "pipeline.train", "thread", "--world", "2", *args]
+    return torchrun_cmd(2, "pipeline.train", "proc", *args)
 
 
 def launch(

@@ -2,7 +2,7 @@
 no traceback of ours, and nothing lost: the previous run stays byte-identical.
 
 The catalogue below is issue #12's review, case by case, plus the classes the cases stand for.
-Each runs the real command line (`xtrain.launch`, `xtrain.config`) in-process or as a process.
+Each runs the real command line (`pipeline.train`, `pipeline.config`) in-process or as a process.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from conftest import REPO, TinyData, tiny_cli
-from xtrain.config import main as config_main
-from xtrain.launch import main as launch_main
+from pipeline.config import main as config_main
+from pipeline.train import main as launch_main
 
 # ---- a workspace: copies of the tiny inputs (so a case can break them) and a previous run ---------
 
@@ -279,7 +279,7 @@ def test_a_write_that_fails_names_the_file_and_keeps_the_previous_run(ws: Worksp
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
     before = snapshot(ws.run_dir)
-    cmd = [sys.executable, "-m", "xtrain.launch", "single", *tiny_cli(ws.data, ws.run_dir)]
+    cmd = [sys.executable, "-m", "pipeline.train", "single", *tiny_cli(ws.data, ws.run_dir)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, preexec_fn=limit, timeout=120)
     line = one_error_line(
         proc.returncode, "\n".join(x for x in proc.stderr.splitlines() if "[single" not in x)
@@ -309,7 +309,7 @@ def test_a_full_disk_names_the_file(tmp_path: Path) -> None:
 
 
 def test_the_traceback_is_there_with_xtrain_debug(ws: Workspace) -> None:
-    cmd = [sys.executable, "-m", "xtrain.config", "show", "--set", "train.lr=nan"]
+    cmd = [sys.executable, "-m", "pipeline.config", "show", "--set", "train.lr=nan"]
     quiet = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     loud = subprocess.run(
         cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "XTRAIN_DEBUG": "1"}

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 def torchrun(
     data: TinyData, run_dir: Path, world: int, *extra: str, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
-    cmd = torchrun_cmd(world, "xtrain.launch", "proc", *tiny_cli(data, run_dir, *extra))
+    cmd = torchrun_cmd(world, "pipeline.train", "proc", *tiny_cli(data, run_dir, *extra))
     return subprocess.run(
         cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env={**os.environ, **(env or {})}
     )
@@ -190,7 +190,7 @@ def test_two_nodes_on_loopback_match_one_node(tiny_data: TinyData, proc_run: dic
             "--max-restarts",
             "0",
             "-m",
-            "xtrain.launch",
+            "pipeline.train",
             "proc",
             *tiny_cli(tiny_data, tmp_path / "run"),
         ]
@@ -244,7 +244,7 @@ def test_a_ddp_run_resumed_after_a_crash_equals_an_uninterrupted_one(
     assert not (tmp_path / "part" / "metrics.json").exists()
     resumed = subprocess.run(
         torchrun_cmd(
-            2, "xtrain.launch", "proc", *tiny_cli(tiny_data, tmp_path / "part", *dropout), "--resume"
+            2, "pipeline.train", "proc", *tiny_cli(tiny_data, tmp_path / "part", *dropout), "--resume"
         ),
         capture_output=True,
         text=True,

@@ -100,7 +100,7 @@ def test_stage_cli_prints_one_line_and_exits_2(tmp_path: Path, raw: dict) -> Non
     f = tmp_path / "params.yaml"
     f.write_text(yaml.safe_dump(raw))
     proc = subprocess.run(
-        [sys.executable, "-m", "xtrain.launch", "single", "--params", str(f)],
+        [sys.executable, "-m", "pipeline.train", "single", "--params", str(f)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -147,7 +147,7 @@ def test_config_set_refuses_nan_and_leaves_the_file_alone(tmp_path: Path) -> Non
     f.write_text((REPO / "params.yaml").read_text())
     before = f.read_bytes()
     proc = subprocess.run(
-        [sys.executable, "-m", "xtrain.config", "--params", str(f), "set", "train.lr=nan"],
+        [sys.executable, "-m", "pipeline.config", "--params", str(f), "set", "train.lr=nan"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -37,7 +37,7 @@ REASON = "baseline for the perf gate tests"
 
 def train(data: TinyData, root: Path, launcher: str, fault: str) -> None:
     env = {**os.environ, "XTRAIN_PERF_FAULT": fault}
-    cmd = [sys.executable, "-m", "xtrain.launch", launcher, *tiny_cli(data, root / "runs" / launcher, *RUN)]
+    cmd = [sys.executable, "-m", "pipeline.train", launcher, *tiny_cli(data, root / "runs" / launcher, *RUN)]
     if launcher == "thread":
         cmd += ["--world", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)

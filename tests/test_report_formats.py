@@ -58,7 +58,9 @@ def test_junit_has_one_testcase_per_gate_with_the_right_result(tmp_path: Path) -
 
 
 def test_an_independent_reader_sees_the_same_results(tmp_path: Path) -> None:
-    xml = JUnitXml.fromstring(ci_report.junit_xml(build(MIXED, tmp_path)).encode())  # bytes: lxml refuses a str with a declaration
+    xml = JUnitXml.fromstring(
+        ci_report.junit_xml(build(MIXED, tmp_path)).encode()
+    )  # bytes: lxml refuses a str with a declaration
     suite = next(iter(xml))
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (5, 2, 1, 1)
     kinds = {case.name: [type(r).__name__ for r in case.result] for case in suite}

@@ -56,7 +56,7 @@ def test_an_identical_run_is_judged_approximate_against_the_named_golden(work: P
 def test_a_run_from_another_cpu_environment_passes_approximate(work: Path, tiny_data: TinyData) -> None:
     before = env_id(work)
     cli = tiny_cli(tiny_data, work / "runs" / "single")
-    run_cli([sys.executable, "-m", "xtrain.launch", "single", *cli], env={"ATEN_CPU_CAPABILITY": "default"})
+    run_cli([sys.executable, "-m", "pipeline.train", "single", *cli], env={"ATEN_CPU_CAPABILITY": "default"})
     assert env_id(work) not in (before, OTHER_ENV)
     g = fresh_train(work)
     assert g["status"] == "pass", g["message"]

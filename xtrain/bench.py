@@ -1,7 +1,7 @@
 """Training throughput: the harness's train step vs a plain PyTorch loop of the same model.
 
-    python -m xtrain.bench                                   # params.yaml's model and the reference config
-    python -m xtrain.bench --configs ref large --device cuda --compile none reduce-overhead --profile
+run_bench(run, tokens_path, BenchOptions(...)) times them; the command line is pipeline/bench.py
+(`python -m pipeline.bench [--configs params ref large] [--device cuda] [--compile ...] [--profile]`).
 
 Both loops run in the same process on the same data, with the same model, optimizer and
 compile mode. Their timed windows are interleaved (A B A B ...) after both have warmed up, so
@@ -13,8 +13,8 @@ kernel count and the top kernels.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import dataclasses
 import statistics
 import sys
 import time
@@ -25,9 +25,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from contracts.errors import moved
 from xtrain import determinism
 from xtrain.comm import Communicator, FlatGrads, SingleComm
-from xtrain.config import ModelConfig, TrainConfig, add_params_args, load_params
+from xtrain.config import ModelConfig, RunConfig, TrainConfig
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer
@@ -40,6 +41,34 @@ SHAPES: dict[str, dict[str, int]] = {
     "ref": dict(dim=384, n_layers=12, n_heads=12, n_kv_heads=4, ffn_dim=1536, max_seq_len=256),
     "large": dict(dim=768, n_layers=18, n_heads=12, n_kv_heads=4, ffn_dim=3072, max_seq_len=256),
 }
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What to time (pipeline/bench.py's command line); None means the device's default."""
+
+    configs: tuple[str, ...] = ("params", "ref")
+    device: str | None = None  # default: train.device
+    batch: int | None = None  # default: train.global_batch; 4 for ref/large on cpu
+    seq: int | None = None  # default: train.seq_len for params, 256 for ref/large
+    precision: str | None = None  # default: bf16 on cuda, fp32 on cpu
+    compile: tuple[str, ...] = ("none",)
+    deterministic: bool = False
+    profile: bool = False
+    warmup: int | None = None  # default: 5 on cuda, 2 on cpu
+    window: int | None = None  # steps per timed window (default: 10 cuda, 3 cpu)
+    windows: int | None = None  # timed windows per loop (default: 5 cuda, 3 cpu)
+
+    def for_device(self, device: torch.device) -> BenchOptions:
+        """Every device default filled in."""
+        cuda = device.type == "cuda"
+        return dataclasses.replace(
+            self,
+            precision=self.precision or ("bf16" if cuda else "fp32"),
+            warmup=self.warmup if self.warmup is not None else (5 if cuda else 2),
+            window=self.window if self.window is not None else (10 if cuda else 3),
+            windows=self.windows if self.windows is not None else (5 if cuda else 3),
+        )
 
 
 @dataclass
@@ -173,7 +202,7 @@ def bench_config(
     t: TrainConfig,
     tokens: TokenData,
     device: torch.device,
-    args: argparse.Namespace,
+    opts: BenchOptions,
 ) -> list[dict[str, Any]]:
     fpt = flops_per_token(mcfg, t.seq_len)
     loops, models = {}, []
@@ -188,7 +217,7 @@ def bench_config(
         )
         models.append(model)
     timings = time_interleaved(
-        loops, t.global_batch * t.seq_len, args.warmup, args.window, args.windows, device
+        loops, t.global_batch * t.seq_len, opts.warmup, opts.window, opts.windows, device
     )
     rows = []
     for loop, timing in timings.items():
@@ -201,7 +230,7 @@ def bench_config(
                 "seq": t.seq_len,
                 "precision": t.precision,
                 "compile": t.compile_mode if t.compile else "none",
-                "deterministic": args.deterministic,
+                "deterministic": opts.deterministic,
                 "tokens_per_s": timing.tokens_per_s,
                 "spread": timing.spread,
                 "windows": timing.windows,
@@ -209,7 +238,7 @@ def bench_config(
                 "mfu": fpt * timing.tokens_per_s / PEAK_BF16_FLOPS if device.type == "cuda" else None,
             }
         )
-    if args.profile and device.type == "cuda":
+    if opts.profile and device.type == "cuda":
         rows[0]["profile"] = profile_step(loops["xtrain"], device)
     del loops, models
     if device.type == "cuda":
@@ -218,7 +247,7 @@ def bench_config(
 
 
 def print_table(rows: list[dict[str, Any]], device: str) -> None:
-    print(f"\nxtrain.bench on {device}: median tokens/s over interleaved windows (spread = range/median)")
+    print(f"\npipeline.bench on {device}: median tokens/s over interleaved windows (spread = range/median)")
     head = (
         f"{'config':<7} {'loop':<7} {'params':>7} {'batch':>5} {'seq':>4} {'prec':>5} {'compile':>15} "
         f"{'tokens/s':>11} {'spread':>7} {'TFLOP/s':>8} {'MFU':>6}"
@@ -243,97 +272,61 @@ def print_table(rows: list[dict[str, Any]], device: str) -> None:
                 print(f"  {ms:7.3f} ms  {n}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_params_args(ap)
-    ap.add_argument("--configs", nargs="+", default=["params", "ref"], choices=["params", *SHAPES])
-    ap.add_argument("--device", default=None, help="default: train.device from params")
-    ap.add_argument(
-        "--batch",
-        type=int,
-        default=None,
-        help="sequences per step (default: train.global_batch; 4 for ref/large on cpu)",
-    )
-    ap.add_argument("--seq", type=int, default=None)
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="default: bf16 on cuda")
-    ap.add_argument(
-        "--compile",
-        nargs="+",
-        default=["none"],
-        choices=["none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
-    )
-    ap.add_argument("--deterministic", action="store_true", help="time with deterministic algorithms on")
-    ap.add_argument("--profile", action="store_true", help="profile one step per row (cuda)")
-    ap.add_argument("--warmup", type=int, default=None, help="default: 5 on cuda, 2 on cpu")
-    ap.add_argument(
-        "--window", type=int, default=None, help="steps per timed window (default: 10 cuda, 3 cpu)"
-    )
-    ap.add_argument(
-        "--windows", type=int, default=None, help="timed windows per loop (default: 5 cuda, 3 cpu)"
-    )
-    ap.add_argument("--tokens", default="data/tokens.safetensors")
-    ap.add_argument("--tokenizer", default="data/tokenizer.json")
-    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
-    args = ap.parse_args(argv)
+def model_config(name: str, base: ModelConfig, seq: int) -> ModelConfig:
+    """A named shape (or the params model's) with the tokenizer's vocabulary, long enough for `seq`."""
+    shape = {k: getattr(base, k) for k in SHAPES["ref"]} if name == "params" else SHAPES[name]
+    return ModelConfig(vocab_size=base.vocab_size, **{**shape, "max_seq_len": max(shape["max_seq_len"], seq)})
 
-    from tokenizers import Tokenizer
 
-    params = load_params(args.params, args.overrides)
-    t0 = params["train"]
-    device = torch.device(args.device or t0["device"])
-    precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
+def train_config(
+    t0: TrainConfig, device: torch.device, opts: BenchOptions, seq: int, batch: int, mode: str
+) -> TrainConfig:
+    """params' train settings with the benchmark's device, precision, shape and compile mode."""
+    return dataclasses.replace(
+        t0,
+        device=device.type,
+        precision=opts.precision,
+        seq_len=seq,
+        grad_accum=1,
+        global_batch=batch,
+        compile=mode != "none",
+        compile_mode="default" if mode == "none" else mode,
+        fused_adamw=device.type == "cuda",
+    )
+
+
+def device_label(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def run_bench(run: RunConfig, tokens_path: str, opts: BenchOptions) -> list[dict[str, Any]]:
+    """One row per (config, compile mode, loop): the harness and the plain loop, interleaved."""
+    t0 = run.train
+    device = torch.device(opts.device or t0.device)
+    opts = opts.for_device(device)
     cuda = device.type == "cuda"
-    args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 2)
-    args.window = args.window if args.window is not None else (10 if cuda else 3)
-    args.windows = args.windows if args.windows is not None else (5 if cuda else 3)
-    determinism.set_cpu_threads(t0["cpu_threads"])
-    determinism.configure(args.deterministic, device.type)
-    tokens = TokenData.load(args.tokens, device)
-    vocab = Tokenizer.from_file(args.tokenizer).get_vocab_size()
-    rows = []
-    for name in args.configs:
-        base = {k: params["model"][k] for k in SHAPES["ref"]} if name == "params" else SHAPES[name]
-        seq = args.seq or (t0["seq_len"] if name == "params" else 256)
+    determinism.set_cpu_threads(t0.cpu_threads)
+    determinism.configure(opts.deterministic, device.type)
+    tokens = TokenData.load(tokens_path, device)
+    rows: list[dict[str, Any]] = []
+    for name in opts.configs:
+        seq = opts.seq or (t0.seq_len if name == "params" else 256)
         # The 30M-160M shapes take seconds per step on a CPU: a small batch keeps the default run short.
-        batch = args.batch or (t0["global_batch"] if cuda or name == "params" else 4)
-        mcfg = ModelConfig(vocab_size=vocab, **{**base, "max_seq_len": max(base["max_seq_len"], seq)})
-        for mode in args.compile:
-            t = TrainConfig(
-                **{
-                    **t0,
-                    "device": device.type,
-                    "precision": precision,
-                    "seq_len": seq,
-                    "grad_accum": 1,
-                    "global_batch": batch,
-                    "compile": mode != "none",
-                    "compile_mode": "default" if mode == "none" else mode,
-                    "fused_adamw": device.type == "cuda",
-                }
-            )
-            rows += bench_config(name, mcfg, t, tokens, device, args)
+        batch = opts.batch or (t0.global_batch if cuda or name == "params" else 4)
+        mcfg = model_config(name, run.model, seq)
+        for mode in opts.compile:
+            t = train_config(t0, device, opts, seq, batch, mode)
+            rows += bench_config(name, mcfg, t, tokens, device, opts)
             print(
                 f"bench: {name} compile={mode}: "
                 + ", ".join(f"{r['loop']} {r['tokens_per_s']:,.0f} tok/s" for r in rows[-2:]),
                 file=sys.stderr,
                 flush=True,
             )
-    label = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"cpu ({torch.get_num_threads()} threads)"
-    )
-    print_table(rows, label)
-    if args.json:
-        from contracts.fileio import atomic_write_json
-
-        atomic_write_json(args.json, {"device": label, "torch": torch.__version__, "rows": rows})
-    return 0
+    return rows
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line is pipeline/bench.py
+    moved(__spec__.name, "pipeline/bench.py")

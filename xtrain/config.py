@@ -7,7 +7,6 @@ below; any problem is one line naming the file, the key and what is allowed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import dataclasses
@@ -20,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from contracts.errors import cli
+from contracts.errors import moved
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
 
@@ -107,6 +106,28 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class LaunchConfig:
+    """How ranks start and talk: params.yaml `launchers:`."""
+
+    thread_world: int
+    proc_world: int
+    timeout_s: float
+    grad_sync: str
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """The scaling benchmark: params.yaml `scaling:`."""
+
+    worlds: list[int]
+    launchers: list[str]
+    per_rank_batch: int
+    warmup_steps: int
+    window_steps: int
+    windows: int
+
+
+@dataclass(frozen=True)
 class Params:
     """The resolved params.yaml (profile and overrides applied, validated)."""
 
@@ -115,6 +136,22 @@ class Params:
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
+
+    def lookup(self, key: str) -> Any:
+        """The resolved value at a dotted key, e.g. `export.dtype`."""
+        node: Any = self.raw
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ValidationError(self.source, key, "unknown key")
+            node = node[part]
+        return node
+
+    def launch_config(self) -> LaunchConfig:
+        la = self.raw["launchers"]
+        return LaunchConfig(la["thread"]["world"], la["proc"]["world"], la["timeout_s"], la["grad_sync"])
+
+    def scaling_config(self) -> ScalingConfig:
+        return ScalingConfig(**self.raw["scaling"])
 
     def run_config(self, vocab_size: int) -> RunConfig:
         """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""
@@ -139,20 +176,6 @@ def _partial(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_partial(v) for v in schema]
     return schema
-
-
-def add_params_args(ap: argparse.ArgumentParser, overrides: bool = True) -> None:
-    """`--params FILE` and (with overrides) repeatable `--set KEY=VALUE`: every command reads params this way."""
-    ap.add_argument("--params", default=DEFAULT_PARAMS)
-    if overrides:
-        ap.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a params.yaml value (validated like the file)",
-        )
 
 
 def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
@@ -184,6 +207,19 @@ def _set_path(d: dict[str, Any], parts: list[str], value: Any, source: str) -> N
             source, ".".join(parts), "unknown key", "known keys: " + ", ".join(sorted(node))
         )
     node[parts[-1]] = value
+
+
+WORLD_RULE = "an integer >= 1 dividing train.global_batch/train.grad_accum"
+
+
+def splits_batch(global_batch: int, grad_accum: int, world: int) -> bool:
+    """The one rule of the batch split: each of `world` ranks takes global_batch / (grad_accum * world)
+    rows per micro-batch, so grad_accum * world must divide global_batch."""
+    return world >= 1 and global_batch % (grad_accum * world) == 0
+
+
+def split_problem(global_batch: int, grad_accum: int, world: int) -> str:
+    return f"{world} ranks cannot split train.global_batch={global_batch} with train.grad_accum={grad_accum}"
 
 
 def check_cross_fields(p: dict[str, Any], source: str) -> None:
@@ -236,12 +272,18 @@ def check_cross_fields(p: dict[str, Any], source: str) -> None:
         bad("data.path", "data.source is 'file' but no path is given", "a path to a UTF-8 text file")
     for launcher in ("thread", "proc"):
         world = p["launchers"][launcher]["world"]
-        if t["global_batch"] % (t["grad_accum"] * world):
+        if not splits_batch(t["global_batch"], t["grad_accum"], world):
             bad(
                 f"launchers.{launcher}.world",
-                f"global_batch={t['global_batch']} is not divisible by grad_accum*world={t['grad_accum'] * world}",
-                "world dividing train.global_batch/train.grad_accum",
+                split_problem(t["global_batch"], t["grad_accum"], world),
+                WORLD_RULE,
             )
+
+
+def check_world(t: TrainConfig, world: int, source: str) -> None:
+    """Refuse a world that cannot split the batch (a --world or torchrun's WORLD_SIZE), before anything is touched."""
+    if not splits_batch(t.global_batch, t.grad_accum, world):
+        raise ValidationError(source, "", split_problem(t.global_batch, t.grad_accum, world), WORLD_RULE)
 
 
 def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> None:
@@ -253,7 +295,7 @@ def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> N
                 source,
                 f"profiles.{name}.launchers.{launcher}.world",
                 "a profile may not set a world size",
-                f"set launchers.{launcher}.world at the top level (python -m xtrain.config set launchers.{launcher}.world=N)",
+                f"set launchers.{launcher}.world at the top level (python -m pipeline.config set launchers.{launcher}.world=N)",
             )
 
 
@@ -361,33 +403,5 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
-@cli
-def main(argv: list[str] | None = None) -> int:
-    """python -m xtrain.config show [--set K=V ...] | get KEY | set K=V ...: read resolved params, or edit the file."""
-    ap = argparse.ArgumentParser(prog="python -m xtrain.config", description=main.__doc__)
-    ap.add_argument("--params", default=DEFAULT_PARAMS)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    show = sub.add_parser("show", help="print the resolved params (profile and overrides applied)")
-    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    setp = sub.add_parser("set", help="validate and write KEY=VALUE into the params file")
-    setp.add_argument("overrides", nargs="+", metavar="KEY=VALUE")
-    get = sub.add_parser("get", help="print one resolved value, e.g. export.dtype")
-    get.add_argument("key")
-    args = ap.parse_args(argv)
-    if args.cmd == "show":
-        print(yaml.safe_dump(load_params(args.params, args.overrides).raw, sort_keys=False), end="")
-    elif args.cmd == "get":
-        node: Any = load_params(args.params).raw
-        for part in args.key.split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise ValidationError(args.params, args.key, "unknown key")
-            node = node[part]
-        print(node if not isinstance(node, (dict, list)) else json.dumps(node))
-    else:
-        set_in_file(args.params, args.overrides)
-        print(f"{args.params}: set {', '.join(args.overrides)}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # the command line is pipeline/config.py
+    moved(__spec__.name, "pipeline/config.py")

@@ -1,6 +1,7 @@
 """Export a checkpoint as a Hugging Face model folder (Qwen3 layout), byte for byte reproducible.
 
-    python -m xtrain.export CKPT OUTDIR [--dtype fp32|bf16] [--name NAME]
+    export(ckpt, out_dir, dtype="fp32", tokenizer=None, name=None)
+    python -m pipeline.export CKPT OUTDIR [--dtype fp32|bf16] [--name NAME]      # its command line
 
 CKPT is a checkpoint directory, or a run directory (its `checkpoints/latest` is used). OUTDIR gets:
     config.json               Qwen3ForCausalLM config (both rope forms, so old and new transformers read it)
@@ -18,9 +19,7 @@ versions; JSON has sorted keys. Exporting the same checkpoint anywhere gives the
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,10 @@ import torch
 from safetensors.torch import save
 
 from contracts import artifacts
-from contracts.errors import report
+from contracts.errors import moved
 from contracts.fileio import atomic_directory, canonical_json, md5_file
 from xtrain.checkpoint import load_weights, read_state
-from xtrain.checkpoint_dir import CheckpointNotFound, resolve_checkpoint
+from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.config import ModelConfig
 from xtrain.corpus import EOT
 from xtrain.gguf_export import write_gguf
@@ -139,6 +138,69 @@ def gguf_arrays(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     return out
 
 
+def source_name(ckpt: Path, name: str | None) -> str:
+    """The card's and GGUF's model name: `name`, else a pinned checkpoint's registry name, else "xtrain"."""
+    if name is not None:
+        return name
+    pin = ckpt / "pin.json"
+    return json.loads(pin.read_text())["model"] if pin.exists() else "xtrain"
+
+
+def read_tokenizer(ckpt: Path, tokenizer: str | Path | None) -> tuple[bytes, Any, int]:
+    """(the tokenizer file's bytes, the tokenizer, its end-of-text id): the checkpoint's unless given."""
+    from tokenizers import Tokenizer
+
+    tok_path = Path(tokenizer) if tokenizer else ckpt / "tokenizer.json"
+    if not tok_path.exists():
+        raise ExportError(
+            f"{tok_path}: tokenizer not found (the checkpoint carries one; or pass --tokenizer)"
+        )
+    tok_bytes = tok_path.read_bytes()
+    tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+    eot_id = tok.token_to_id(EOT)
+    if eot_id is None:
+        raise ExportError(f"{tok_path}: has no {EOT} token")
+    return tok_bytes, tok, eot_id
+
+
+def generation_config(eot_id: int) -> dict[str, Any]:
+    return {"bos_token_id": eot_id, "eos_token_id": eot_id, "pad_token_id": eot_id, "do_sample": False}
+
+
+def tokenizer_config(cfg: ModelConfig) -> dict[str, Any]:
+    """PreTrainedTokenizerFast, so AutoTokenizer loads the folder offline."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": EOT,
+        "eos_token": EOT,
+        "pad_token": EOT,
+        "unk_token": None,
+        "model_max_length": cfg.max_seq_len,
+        "clean_up_tokenization_spaces": False,
+    }
+
+
+def build_manifest(
+    folder: Path, dtype: str, ckpt: Path, state: dict[str, Any], tensors: dict[str, torch.Tensor]
+) -> dict[str, Any]:
+    """md5 and size of every file in `folder`, the source checkpoint, the exporter version."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "exporter": EXPORTER,
+        "dtype": dtype,
+        "architecture": "Qwen3ForCausalLM",
+        "files": {f.name: {"md5": md5_file(f), "bytes": f.stat().st_size} for f in sorted(folder.iterdir())},
+        "source_checkpoint": {
+            "model_md5": md5_file(ckpt / "model.safetensors"),
+            "step": state["step"],
+            "config_hash": state["config_hash"],
+            "param_digest": state["param_digest"],
+        },
+        "n_tensors": len(tensors),
+        "n_params": sum(t.numel() for t in tensors.values()),
+    }
+
+
 def export(
     ckpt: str | Path,
     out_dir: str | Path,
@@ -151,102 +213,33 @@ def export(
     `name` titles the card and the GGUF; by default a pinned checkpoint's registry name (pin.json),
     else "xtrain", so any re-export of a pinned checkpoint reproduces its blessed bytes.
     """
-    from tokenizers import Tokenizer
-
     if dtype not in DTYPES:
         raise ExportError(f"dtype {dtype!r}: expected one of {sorted(DTYPES)}")
     ckpt = resolve_checkpoint(ckpt)
     state = read_state(ckpt)
-    if name is None:
-        pin = ckpt / "pin.json"
-        name = json.loads(pin.read_text())["model"] if pin.exists() else "xtrain"
+    name = source_name(ckpt, name)
     cfg = ModelConfig(**state["config"]["model"])
-    tok_path = Path(tokenizer) if tokenizer else ckpt / "tokenizer.json"
-    if not tok_path.exists():
-        raise ExportError(
-            f"{tok_path}: tokenizer not found (the checkpoint carries one; or pass --tokenizer)"
-        )
-    tok_bytes = tok_path.read_bytes()
-    tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
-    eot_id = tok.token_to_id(EOT)
-    if eot_id is None:
-        raise ExportError(f"{tok_path}: has no {EOT} token")
+    tok_bytes, tok, eot_id = read_tokenizer(ckpt, tokenizer)
     tensors = export_tensors(load_weights(ckpt), cfg, dtype)
     config = hf_config(cfg, dtype, eot_id)
-
     files: dict[str, bytes] = {
         "README.md": model_card(name, state, dtype, tok.get_vocab_size()).encode(),
         "config.json": canonical_json(config).encode(),
-        "generation_config.json": canonical_json(
-            {
-                "bos_token_id": eot_id,
-                "eos_token_id": eot_id,
-                "pad_token_id": eot_id,
-                "do_sample": False,
-            }
-        ).encode(),
+        "generation_config.json": canonical_json(generation_config(eot_id)).encode(),
         # One metadata key only: safetensors writes several keys in random order (issue #584).
         "model.safetensors": save(tensors, metadata={"format": "pt"}),
         "tokenizer.json": tok_bytes,
-        "tokenizer_config.json": canonical_json(
-            {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "bos_token": EOT,
-                "eos_token": EOT,
-                "pad_token": EOT,
-                "unk_token": None,
-                "model_max_length": cfg.max_seq_len,
-                "clean_up_tokenization_spaces": False,
-            }
-        ).encode(),
+        "tokenizer_config.json": canonical_json(tokenizer_config(cfg)).encode(),
     }
     with atomic_directory(out_dir) as tmp:
         for fname, data in files.items():
             (tmp / fname).write_bytes(data)
         write_gguf(tmp / "model.gguf", gguf_arrays(tensors), config, tok_bytes.decode("utf-8"), name, dtype)
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "exporter": EXPORTER,
-            "dtype": dtype,
-            "architecture": "Qwen3ForCausalLM",
-            "files": {f.name: {"md5": md5_file(f), "bytes": f.stat().st_size} for f in sorted(tmp.iterdir())},
-            "source_checkpoint": {
-                "model_md5": md5_file(ckpt / "model.safetensors"),
-                "step": state["step"],
-                "config_hash": state["config_hash"],
-                "param_digest": state["param_digest"],
-            },
-            "n_tensors": len(tensors),
-            "n_params": sum(t.numel() for t in tensors.values()),
-        }
+        manifest = build_manifest(tmp, dtype, ckpt, state, tensors)
         artifacts.check("manifest", manifest, Path(out_dir) / "manifest.json")
         (tmp / "manifest.json").write_bytes(canonical_json(manifest).encode())
     return manifest
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.export",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("checkpoint")
-    ap.add_argument("out_dir")
-    ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
-    ap.add_argument("--tokenizer", default=None, help="default: the checkpoint's tokenizer.json")
-    ap.add_argument(
-        "--name", default=None, help="the model's name in its card and GGUF (default: pin.json's)"
-    )
-    args = ap.parse_args(argv)
-    try:
-        manifest = export(args.checkpoint, args.out_dir, args.dtype, args.tokenizer, args.name)
-    except (ExportError, CheckpointNotFound, ValueError) as e:
-        report(e)
-        return 1
-    for name, f in manifest["files"].items():
-        print(f"{f['md5']}  {f['bytes']:>10,}  {name}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line is pipeline/export.py
+    moved(__spec__.name, "pipeline/export.py")

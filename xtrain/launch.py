@@ -1,12 +1,11 @@
 """Launchers: how ranks start. They differ only in that; every rank runs `rank_main`.
 
-    python -m xtrain.launch single [--run-dir runs/single]
-    python -m xtrain.launch thread --world 2
-    torchrun --standalone --nproc-per-node 2 -m xtrain.launch proc
+    run_single(spec)                               # one rank in this process
+    run_threads(spec, world, timeout_s)            # one OS thread per rank in this process
+    run_proc_rank(spec, timeout_s, grad_sync)      # the body of one torchrun worker (rank from its env)
 
-Multi-node (the proc launcher, unchanged code):
-    torchrun --nnodes 2 --node-rank {0,1} --nproc-per-node 8 --rdzv-backend c10d \
-             --rdzv-endpoint HOST:29500 --rdzv-id JOB -m xtrain.launch proc
+The command line is pipeline/train.py (`python -m pipeline.train single|thread|proc`), which starts
+torchrun for the proc launcher, single-node or multi-node (docs/ddp-parity.md).
 
 A rank that raises, or a collective that times out, makes the launcher exit non-zero with a
 message naming the rank and the error; no thread or process is left waiting.
@@ -17,7 +16,6 @@ directory that replaces the run directory only when it succeeds (xtrain.rundir).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import dataclasses
@@ -33,11 +31,11 @@ from typing import Any
 
 import torch
 
-from contracts.errors import XtrainError, debug, one_line, report
+from contracts.errors import XtrainError, moved, one_line
 from contracts.validate import ValidationError
 from xtrain import determinism, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.config import Params, TrainConfig, add_params_args, load_params
+from xtrain.config import LaunchConfig, Params, check_world
 from xtrain.data import TokenData
 from xtrain.env import fingerprint
 from xtrain.model import build_model
@@ -105,18 +103,6 @@ def _prepare_process(spec: RunSpec, device: torch.device, ranks_on_host: int) ->
     determinism.seed_everything(spec.run.seed)
     env = fingerprint(device, threads, t.precision)
     return RunSpec(**{**spec.__dict__, "env": env, "determinism": applied})
-
-
-def check_world(t: TrainConfig, world: int, source: str) -> None:
-    """Refuse a world that cannot split the batch, before anything is touched."""
-    if world < 1 or t.global_batch % (t.grad_accum * world):
-        raise ValidationError(
-            source,
-            "",
-            f"{world} ranks cannot split train.global_batch={t.global_batch} "
-            f"with train.grad_accum={t.grad_accum}",
-            "an integer >= 1 dividing train.global_batch/train.grad_accum",
-        )
 
 
 @contextlib.contextmanager
@@ -262,83 +248,13 @@ def build_spec(
     )
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.launch",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("launcher", choices=LAUNCHERS)
-    add_params_args(ap)
-    ap.add_argument("--run-dir", default=None, help="default: runs/<launcher>")
-    ap.add_argument(
-        "--world", type=int, default=None, help="thread launcher: ranks (default: launchers.thread.world)"
-    )
-    ap.add_argument("--tokens", default="data/tokens.safetensors")
-    ap.add_argument("--tokenizer", default="data/tokenizer.json")
-    ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
-    return ap.parse_args(argv)
+def run_local(spec: RunSpec, launcher: str, cfg: LaunchConfig, world: int | None = None) -> None:
+    """The single or thread launcher in this process; `world` overrides launchers.thread.world."""
+    if launcher == "single":
+        run_single(spec)
+    else:
+        run_threads(spec, cfg.thread_world if world is None else world, cfg.timeout_s)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.launcher == "proc":
-        return proc_main(args)
-    try:
-        params = load_params(args.params, args.overrides)
-        spec = build_spec(
-            params,
-            args.launcher,
-            args.run_dir or f"runs/{args.launcher}",
-            args.tokens,
-            args.tokenizer,
-            args.resume,
-        )
-        launchers = params["launchers"]
-        if args.launcher == "single":
-            run_single(spec)
-        else:
-            world = launchers["thread"]["world"] if args.world is None else args.world
-            run_threads(spec, world, launchers["timeout_s"])
-    except RankFailed as e:
-        if debug():
-            print(e.tb, file=sys.stderr, end="")
-        return report(e)
-    except (XtrainError, OSError) as e:
-        return report(e)
-    return 0
-
-
-def proc_main(args: argparse.Namespace) -> int:
-    """A torchrun worker: dies with its agent; a failure is one line naming the rank, then a hard exit."""
-    if "RANK" not in os.environ:
-        raise SystemExit(
-            "error: the proc launcher runs under torchrun: "
-            "torchrun --standalone --nproc-per-node N -m xtrain.launch proc"
-        )
-    die_with_parent()
-    rank = int(os.environ["RANK"])
-    try:
-        params = load_params(args.params, args.overrides)
-        spec = build_spec(
-            params, "proc", args.run_dir or "runs/proc", args.tokens, args.tokenizer, args.resume
-        )
-        launchers = params["launchers"]
-        run_proc_rank(spec, launchers["timeout_s"], launchers["grad_sync"])
-    except ValidationError as e:  # the same on every rank: rank 0 says it
-        code = report(e) if rank == 0 else e.exit_code
-        os._exit(code)
-    except (XtrainError, OSError) as e:
-        code = report(e, prefix="" if isinstance(e, RankFailed) else f"rank {rank}: ")
-        sys.stdout.flush()
-        # Leave now: interpreter shutdown would wait on the broken process group's threads.
-        os._exit(code)
-    except Exception:
-        traceback.print_exc()
-        sys.stdout.flush()
-        os._exit(1)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line is pipeline/train.py
+    moved(__spec__.name, "pipeline/train.py")

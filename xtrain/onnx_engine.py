@@ -1,6 +1,6 @@
 """ONNX Runtime as a second, independent engine for the closed loop.
 
-    python -m xtrain.onnx_engine EXPORT OUT.onnx      # the export as an ONNX graph (input_ids -> logits)
+    python -m pipeline.to_onnx EXPORT OUT.onnx      # the export as an ONNX graph (input_ids -> logits)
 
 transformers loads the export (fp32 compute: a bf16 export's weights are widened exactly) and
 `torch.onnx.export(..., dynamo=True)` turns it into a graph with dynamic batch and sequence
@@ -11,15 +11,15 @@ so the negative control can perturb one by name; onnxruntime applies its own gra
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from contracts.errors import moved
 
 INPUT, OUTPUT = "input_ids", "logits"
 PREFIX = "hf."  # the wrapper's attribute name: initializers are PREFIX + the export's tensor names
@@ -90,21 +90,5 @@ class OnnxEngine:
         return torch.from_numpy(logits)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.onnx_engine",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("export_dir")
-    ap.add_argument("out", help="the .onnx file to write")
-    args = ap.parse_args(argv)
-    from contracts.fileio import atomic_write_bytes
-
-    atomic_write_bytes(args.out, onnx_bytes(Path(args.export_dir)))
-    print(f"wrote {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line is pipeline/to_onnx.py
+    moved(__spec__.name, "pipeline/to_onnx.py")

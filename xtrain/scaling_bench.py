@@ -1,8 +1,8 @@
 """Scaling benchmark: global tokens/s per launcher and world size, at a fixed per-rank batch.
 
-    python -m xtrain.scaling_bench [--out bench]      # worlds and launchers from params.yaml `scaling:`
+    python -m pipeline.scaling [--out bench]      # its command line; worlds and launchers from params.yaml `scaling:`
 
-Each (launcher, world) runs in a fresh process (thread: `python -m xtrain.scaling_bench rank thread`;
+Each (launcher, world) runs in a fresh process (thread: `python -m pipeline.scaling rank thread`;
 proc: a real torchrun), trains the params' model for warm-up + windows x window_steps steps
 through the shared train step, and reports the median tokens/s of the windows with their spread
 ((max - min) / median). Worlds above the devices present (GPUs on cuda, cores on cpu) are
@@ -11,7 +11,7 @@ dropped and recorded as such. Writes bench/scaling.json and bench/scaling.png.
 
 from __future__ import annotations
 
-import argparse
+import functools
 import io
 import json
 import os
@@ -19,8 +19,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from contracts.errors import moved
+from xtrain.config import LaunchConfig, RunConfig, ScalingConfig
 
 FORMAT = "xtrain-scaling/1"
 
@@ -51,75 +55,33 @@ def rank_body(
     return timing.windows
 
 
-def measure_one(launcher: str, world: int, args: argparse.Namespace) -> list[float]:
-    """Run one (launcher, world) in a fresh process; returns rank 0's window rates."""
-    from xtrain.launch import torchrun_cmd
-
+def measure_one(command: Callable[[Path], list[str]], what: str) -> list[float]:
+    """Run one measured process (`command(result)`) fresh; returns rank 0's window rates from `result`."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
-        common = [
-            "--params",
-            args.params,
-            *[a for o in args.overrides for a in ("--set", o)],
-            "--tokens",
-            args.tokens,
-            "--tokenizer",
-            args.tokenizer,
-            "--result",
-            str(out),
-        ]
-        if launcher == "thread":
-            cmd = [
-                sys.executable,
-                "-m",
-                "xtrain.scaling_bench",
-                "rank",
-                "thread",
-                "--world",
-                str(world),
-                *common,
-            ]
-        else:
-            cmd = torchrun_cmd(world, "xtrain.scaling_bench", "rank", "proc", *common)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(command(out), capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"scaling {launcher} world {world} failed:\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"scaling {what} failed:\n{proc.stderr[-3000:]}")
         return json.loads(out.read_text())
 
 
-def measure_rank(argv: list[str]) -> int:
-    """Entry for one measured process (a thread launcher, or one torchrun worker)."""
+def measure_rank(
+    spec: Any, launcher: str, world: int, launch: LaunchConfig, sc: ScalingConfig, result: str | Path
+) -> None:
+    """One measured process (a thread launcher, or one torchrun worker); rank 0 writes its windows."""
     from contracts.fileio import atomic_write_json
-    from xtrain.config import add_params_args, load_params
-    from xtrain.launch import build_spec, run_proc_rank, run_threads
-
-    ap = argparse.ArgumentParser(prog="python -m xtrain.scaling_bench rank")
-    ap.add_argument("launcher", choices=["thread", "proc"])
-    ap.add_argument("--world", type=int, default=1)
-    add_params_args(ap)
-    ap.add_argument("--tokens", required=True)
-    ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--result", required=True)
-    args = ap.parse_args(argv)
-    params = load_params(args.params, args.overrides)
-    sc = params["scaling"]
-    spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
+    from xtrain.launch import run_proc_rank, run_threads
 
     def body(spec: Any, comm: Any) -> list[float]:
-        return rank_body(
-            spec, comm, sc["per_rank_batch"], sc["warmup_steps"], sc["window_steps"], sc["windows"]
-        )
+        return rank_body(spec, comm, sc.per_rank_batch, sc.warmup_steps, sc.window_steps, sc.windows)
 
-    if args.launcher == "thread":
-        windows = run_threads(spec, args.world, params["launchers"]["timeout_s"], target=body)[0]
-        atomic_write_json(args.result, windows)
+    if launcher == "thread":
+        windows = run_threads(spec, world, launch.timeout_s, target=body)[0]
+        atomic_write_json(result, windows)
     else:
-        windows = run_proc_rank(
-            spec, params["launchers"]["timeout_s"], params["launchers"]["grad_sync"], target=body
-        )
+        windows = run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
         if int(os.environ["RANK"]) == 0:
-            atomic_write_json(args.result, windows)
-    return 0
+            atomic_write_json(result, windows)
 
 
 def devices_available(device: str) -> int:
@@ -198,64 +160,63 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"(worlds {dropped} not run: only {result['device_count']} devices present)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["rank"]:
-        return measure_rank(argv[1:])
-    from contracts import artifacts
-    from xtrain.config import add_params_args, load_params
-
-    ap = argparse.ArgumentParser(
-        prog="python -m xtrain.scaling_bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_params_args(ap)
-    ap.add_argument("--tokens", default="data/tokens.safetensors")
-    ap.add_argument("--tokenizer", default="data/tokenizer.json")
-    ap.add_argument("--out", default="bench")
-    args = ap.parse_args(argv)
-    params = load_params(args.params, args.overrides)
-    sc, t = params["scaling"], params["train"]
-    present = devices_available(t["device"])
-    worlds = [w for w in sc["worlds"] if w <= present]
+def measure_worlds(
+    sc: ScalingConfig, device: str, command: Callable[[str, int, Path], list[str]]
+) -> tuple[int, list[int], dict[str, dict[int, list[float]]]]:
+    """(devices present, the worlds run, each launcher's window rates per world); every (launcher,
+    world) in a fresh process, `command(launcher, world, result)`."""
+    present = devices_available(device)
+    worlds = [w for w in sc.worlds if w <= present]
     rates: dict[str, dict[int, list[float]]] = {}
-    for launcher in sc["launchers"]:
+    for launcher in sc.launchers:
         rates[launcher] = {}
         for w in worlds:
-            rates[launcher][w] = measure_one(launcher, w, args)
+            rates[launcher][w] = measure_one(functools.partial(command, launcher, w), f"{launcher} world {w}")
             print(
                 f"scaling: {launcher} world {w}: {statistics.median(rates[launcher][w]):,.0f} tokens/s",
                 file=sys.stderr,
                 flush=True,
             )
+    return present, worlds, rates
+
+
+def scaling_record(
+    profile: str,
+    run: RunConfig,
+    launch: LaunchConfig,
+    sc: ScalingConfig,
+    measured: tuple[int, list[int], dict[str, dict[int, list[float]]]],
+) -> dict[str, Any]:
+    """bench/scaling.json (contracts/schemas/scaling.schema.json) from measure_worlds' result."""
     import torch
 
-    device = torch.cuda.get_device_name(0) if t["device"] == "cuda" else f"cpu ({os.cpu_count()} cores)"
-    result = {
+    present, worlds, rates = measured
+    t = run.train
+    device = torch.cuda.get_device_name(0) if t.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    return {
         "format": FORMAT,
-        "profile": params["profile"],
+        "profile": profile,
         "device": device,
         "device_count": present,
-        "model": {
-            k: v
-            for k, v in params["model"].items()
-            if k in ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
-        },
-        "per_rank_batch": sc["per_rank_batch"],
-        "seq_len": t["seq_len"],
-        "precision": t["precision"],
-        "grad_sync": params["launchers"]["grad_sync"],
-        "worlds_requested": sc["worlds"],
+        "model": {k: getattr(run.model, k) for k in ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")},
+        "per_rank_batch": sc.per_rank_batch,
+        "seq_len": t.seq_len,
+        "precision": t.precision,
+        "grad_sync": launch.grad_sync,
+        "worlds_requested": sc.worlds,
         "worlds": worlds,
         "results": summarise(rates),
     }
-    out = Path(args.out)
+
+
+def write_results(result: dict[str, Any], out: Path) -> None:
+    """bench/scaling.json (validated on write), bench/scaling.png and the table."""
+    from contracts import artifacts
+
     artifacts.write("scaling", out / "scaling.json", result)
     plot(result, out / "scaling.png")
     print_table(result)
-    return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line is pipeline/scaling.py
+    moved(__spec__.name, "pipeline/scaling.py")

@@ -366,12 +366,8 @@ class Trainer:
 
 
 def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> Trainer:
+    """The launchers have refused a world that cannot split the batch (config.check_world)."""
     t = spec.run.train
-    if t.global_batch % (t.grad_accum * comm.world):
-        raise ValueError(
-            f"train.global_batch={t.global_batch} is not divisible by grad_accum*world="
-            f"{t.grad_accum * comm.world}"
-        )
     model.train()
     module = comm.wrap(model)
     if t.compile:

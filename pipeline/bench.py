@@ -1,0 +1,73 @@
+"""Training throughput: the harness's train step vs a plain PyTorch loop of the same model.
+
+    python -m pipeline.bench                                 # params.yaml's model and the reference config
+    python -m pipeline.bench --configs ref large --device cuda --compile none reduce-overhead --profile
+
+Timed windows of both loops interleaved, median tokens/s and spread; MFU on CUDA; `--profile` shows
+where one step's time goes. How it measures: xtrain/bench.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from contracts.errors import cli
+from contracts.fileio import atomic_write_json
+from pipeline import stage
+from xtrain.bench import SHAPES, BenchOptions, device_label, print_table, run_bench
+from xtrain.tokenizer import load_tokenizer
+
+COMPILE_MODES = ["none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+# Integer options; absent means the device's default (BenchOptions.for_device).
+INT_OPTIONS = {
+    "batch": "sequences per step (default: train.global_batch; 4 for ref/large on cpu)",
+    "seq": "sequence length (default: train.seq_len for params, 256 for ref/large)",
+    "warmup": "untimed steps per loop (default: 5 on cuda, 2 on cpu)",
+    "window": "steps per timed window (default: 10 cuda, 3 cpu)",
+    "windows": "timed windows per loop (default: 5 cuda, 3 cpu)",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = stage.parser(__doc__ or "")
+    ap.prog, ap.formatter_class = "python -m pipeline.bench", argparse.RawDescriptionHelpFormatter
+    ap.add_argument("--configs", nargs="+", default=["params", "ref"], choices=["params", *SHAPES])
+    ap.add_argument("--device", default=None, help="default: train.device from params")
+    for name, text in INT_OPTIONS.items():
+        ap.add_argument(f"--{name}", type=int, default=None, help=text)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="default: bf16 on cuda")
+    ap.add_argument("--compile", nargs="+", default=["none"], choices=COMPILE_MODES)
+    ap.add_argument("--deterministic", action="store_true", help="time with deterministic algorithms on")
+    ap.add_argument("--profile", action="store_true", help="profile one step per row (cuda)")
+    ap.add_argument("--tokens", default="data/tokens.safetensors")
+    ap.add_argument("--tokenizer", default="data/tokenizer.json")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    return ap
+
+
+def options(args: argparse.Namespace) -> BenchOptions:
+    keys = ("device", "precision", "deterministic", "profile", *INT_OPTIONS)
+    return BenchOptions(
+        configs=tuple(args.configs), compile=tuple(args.compile), **{k: getattr(args, k) for k in keys}
+    )
+
+
+@cli
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    params = stage.params_of(args)
+    run = params.run_config(load_tokenizer(args.tokenizer).get_vocab_size())
+    opts = options(args)
+    rows = run_bench(run, args.tokens, opts)
+    label = device_label(torch.device(opts.device or run.train.device))
+    print_table(rows, label)
+    if args.json:
+        atomic_write_json(args.json, {"device": label, "torch": torch.__version__, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
