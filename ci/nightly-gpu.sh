@@ -77,7 +77,8 @@ step "tests in the background (CPU only, cores $CPU_CORES)"
 tests_pid=""
 if [ "${NIGHTLY_TESTS:-1}" = 1 ]; then
   # (the GPU test files skip their GPU tests here; their CPU negative control runs here)
-  CUDA_VISIBLE_DEVICES="" pin "$CPU_CORES" python3 -m pytest -n "${NIGHTLY_TEST_WORKERS:-8}" --dist loadgroup -v \
+  # two threads per worker: eight workers of a whole-box thread pool each oversubscribed the cores
+  CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=2 pin "$CPU_CORES" python3 -m pytest -n "${NIGHTLY_TEST_WORKERS:-8}" --dist loadgroup -v \
     -p no:cacheprovider -rfE > "$ART/tests.log" 2>&1 &
   tests_pid=$!
 fi
@@ -105,10 +106,11 @@ repro train
 # The GPU tests (CUDA paths, NCCL, the DDP gate's CUDA controls) run serially in one session over
 # shared runs (tests/cuda_runs.py), beside the stages that need no GPU (export, registry check,
 # closed loop: all on the CPU) and before the timed scaling stage, which must have the GPUs alone.
+# (their host side goes to the test half of the cores: the closed loop keeps the other half)
 step "GPU tests (serial), beside dvc repro closed_loop (CPU only)"
 gpu_tests=0
 if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
-  pin "$GPU_CORES" python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
+  pin "$CPU_CORES" python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
     -k "not gloo" > "$ART/gpu-tests.log" 2>&1 &
   gpu_pid=$!
 fi

@@ -2,8 +2,8 @@
 
 python -m pipeline.scaling [--out bench] [--set k=v]    # worlds and launchers from params.yaml `scaling:`
 
-Each (launcher, world) is measured in a fresh process that runs this module again:
-`python -m pipeline.scaling rank thread --world N ...`, or `rank proc` under a real torchrun.
+Measured processes run this module again: `python -m pipeline.scaling rank thread --worlds 1,2 ...`
+(every world in turn, one process), or `rank proc --worlds N` under a real torchrun of N workers.
 bench/scaling.json is validated when written (contracts.artifacts); a bad record is one line, exit 2.
 """
 
@@ -27,7 +27,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return ap
 
 
-def rank_command(args: argparse.Namespace, launcher: str, world: int, result: Path) -> list[str]:
+def rank_command(args: argparse.Namespace, launcher: str, worlds: list[int], result: Path) -> list[str]:
     """One measured process: this module's `rank` command, with our params, overrides and data."""
     common = [
         "--params",
@@ -40,22 +40,34 @@ def rank_command(args: argparse.Namespace, launcher: str, world: int, result: Pa
         "--result",
         str(result),
     ]
+    worlds_arg = ["--worlds", ",".join(map(str, worlds))]
     if launcher == "thread":
-        return [sys.executable, "-m", "pipeline.scaling", "rank", "thread", "--world", str(world), *common]
-    return torchrun_cmd(world, "pipeline.scaling", "rank", "proc", *common)
+        return [sys.executable, "-m", "pipeline.scaling", "rank", "thread", *worlds_arg, *common]
+    (world,) = worlds  # torchrun starts one process per rank of one world
+    return torchrun_cmd(world, "pipeline.scaling", "rank", "proc", *worlds_arg, *common)
+
+
+def worlds_list(text: str) -> list[int]:
+    try:
+        worlds = [int(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not worlds or min(worlds) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: worlds must be >= 1")
+    return worlds
 
 
 def rank_main(argv: list[str]) -> int:
     """`rank thread|proc`: one measured process (a thread launcher, or one torchrun worker)."""
     ap = parser("python -m pipeline.scaling rank")
     ap.add_argument("launcher", choices=["thread", "proc"])
-    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--worlds", type=worlds_list, default=[1], help="comma-separated; proc: its one world")
     ap.add_argument("--result", required=True)
     args = ap.parse_args(argv)
     params = stage.params_of(args)
     spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
     measure_rank(
-        spec, args.launcher, args.world, params.launch_config(), params.scaling_config(), args.result
+        spec, args.launcher, args.worlds, params.launch_config(), params.scaling_config(), args.result
     )
     return 0
 

@@ -2,8 +2,8 @@
 
     python -m pipeline.scaling [--out bench]      # its command line; worlds and launchers from params.yaml `scaling:`
 
-Each (launcher, world) runs in a fresh process (thread: `python -m pipeline.scaling rank thread`;
-proc: a real torchrun), trains the params' model for warm-up + windows x window_steps steps
+Each launcher runs in fresh processes (thread: one `python -m pipeline.scaling rank thread` for
+all worlds in turn; proc: a real torchrun per world), trains the params' model for warm-up + windows x window_steps steps
 through the shared train step, and reports the median tokens/s of the windows with their spread
 ((max - min) / median). Worlds above the devices present (GPUs on cuda, cores on cpu) are
 dropped and recorded as such. Writes bench/scaling.json and bench/scaling.png.
@@ -55,20 +55,22 @@ def rank_body(
     return timing.windows
 
 
-def measure_one(command: Callable[[Path], list[str]], what: str) -> list[float]:
-    """Run one measured process (`command(result)`) fresh; returns rank 0's window rates from `result`."""
+def measure_one(command: Callable[[Path], list[str]], what: str) -> dict[int, list[float]]:
+    """Run one measured process (`command(result)`) fresh; returns rank 0's window rates per world."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
         proc = subprocess.run(command(out), capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"scaling {what} failed:\n{proc.stderr[-3000:]}")
-        return json.loads(out.read_text())
+        return {int(w): rates for w, rates in json.loads(out.read_text()).items()}
 
 
 def measure_rank(
-    spec: Any, launcher: str, world: int, launch: LaunchConfig, sc: ScalingConfig, result: str | Path
+    spec: Any, launcher: str, worlds: list[int], launch: LaunchConfig, sc: ScalingConfig, result: str | Path
 ) -> None:
-    """One measured process (a thread launcher, or one torchrun worker); rank 0 writes its windows."""
+    """One measured process; rank 0 writes {world: windows}. The thread launcher measures every
+    world in turn in this one process (a process start and CUDA/NCCL set-up cost ~15 s on an H200
+    runner, more than a measurement); a torchrun worker measures its own world."""
     from contracts.fileio import atomic_write_json
     from xtrain.launch import run_proc_rank, run_threads
 
@@ -76,12 +78,14 @@ def measure_rank(
         return rank_body(spec, comm, sc.per_rank_batch, sc.warmup_steps, sc.window_steps, sc.windows)
 
     if launcher == "thread":
-        windows = run_threads(spec, world, launch.timeout_s, target=body)[0]
-        atomic_write_json(result, windows)
-    else:
-        windows = run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
-        if int(os.environ["RANK"]) == 0:
-            atomic_write_json(result, windows)
+        atomic_write_json(
+            result, {str(w): run_threads(spec, w, launch.timeout_s, target=body)[0] for w in worlds}
+        )
+        return
+    (world,) = worlds
+    windows = run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
+    if int(os.environ["RANK"]) == 0:
+        atomic_write_json(result, {str(world): windows})
 
 
 def devices_available(device: str) -> int:
@@ -161,22 +165,22 @@ def print_table(result: dict[str, Any]) -> None:
 
 
 def measure_worlds(
-    sc: ScalingConfig, device: str, command: Callable[[str, int, Path], list[str]]
+    sc: ScalingConfig, device: str, command: Callable[[str, list[int], Path], list[str]]
 ) -> tuple[int, list[int], dict[str, dict[int, list[float]]]]:
-    """(devices present, the worlds run, each launcher's window rates per world); every (launcher,
-    world) in a fresh process, `command(launcher, world, result)`."""
+    """(devices present, the worlds run, each launcher's window rates per world), measured by fresh
+    processes `command(launcher, worlds, result)`: one per launcher for threads, one per world for torchrun."""
     present = devices_available(device)
     worlds = [w for w in sc.worlds if w <= present]
     rates: dict[str, dict[int, list[float]]] = {}
     for launcher in sc.launchers:
+        groups = [worlds] if launcher == "thread" else [[w] for w in worlds]
         rates[launcher] = {}
+        for group in groups:
+            what = f"{launcher} world {','.join(map(str, group))}"
+            rates[launcher].update(measure_one(functools.partial(command, launcher, group), what))
         for w in worlds:
-            rates[launcher][w] = measure_one(functools.partial(command, launcher, w), f"{launcher} world {w}")
-            print(
-                f"scaling: {launcher} world {w}: {statistics.median(rates[launcher][w]):,.0f} tokens/s",
-                file=sys.stderr,
-                flush=True,
-            )
+            median = statistics.median(rates[launcher][w])
+            print(f"scaling: {launcher} world {w}: {median:,.0f} tokens/s", file=sys.stderr, flush=True)
     return present, worlds, rates
 
 
