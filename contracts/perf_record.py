@@ -3,7 +3,7 @@
 Torch-free and pure. The raw fields are those xtrain.train writes in metrics.json `perf` (and a perf
 baseline keeps per stage): per-window (steps, seconds) and per-rank peak bytes. A rate is
 tokens_per_step * steps / seconds of a steady window (the warm-up windows dropped); a run's
-throughput is the median window and its spread is (max - min) / median (see median_spread).
+throughput is the median window and its spread is (max - min) / median.
 """
 
 from __future__ import annotations
@@ -39,17 +39,10 @@ def steady_rates(perf: dict[str, Any], tokens_per_step: int) -> list[float]:
     return out
 
 
-TRIM_FROM = 5  # with this many steady windows or more, the spread leaves out the fastest and slowest
-
-
 def median_spread(rates: list[float]) -> tuple[float, float]:
-    """Median rate and the spread (max - min) / median, of the middle windows when there are
-    TRIM_FROM or more: one window holding a GC pause or a neighbour's burst no longer makes a whole
-    run unresolvable (H200 pair, 7 steady 25-step windows: 12-16 % full range; a slowdown moves
-    every window, so the median and the trimmed range still see it)."""
+    """Median rate and (max - min) / median."""
     med = statistics.median(rates)
-    kept = sorted(rates)[1:-1] if len(rates) >= TRIM_FROM else rates
-    return med, (max(kept) - min(kept)) / med if med > 0 else math.inf
+    return med, (max(rates) - min(rates)) / med if med > 0 else math.inf
 
 
 def stage_perf(record: dict[str, Any]) -> StagePerf:

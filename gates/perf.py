@@ -4,8 +4,7 @@ Everything is recomputed from raw data: the per-window (steps, seconds) and per-
 xtrain.train records in metrics.json `perf`, and the same raw fields of the baseline
 (registry/baselines/<env_id>/v<N>.json), read by contracts/perf_record.py (which `registry bless
 --perf` shares). A rate is tokens_per_step * steps / seconds of a steady window (the warm-up windows
-dropped); a run's throughput is the median window and its spread is (max - min) / median of the
-middle windows (the fastest and slowest left out from 5 windows on: contracts/perf_record.py). The
+dropped); a run's throughput is the median window and its spread is (max - min) / median. The
 slowdown band is the larger spread of the run and the baseline (never below min_band); a spread
 above noise_bound cannot resolve a change of interest: inconclusive.
 """

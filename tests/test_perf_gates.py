@@ -132,9 +132,8 @@ def test_an_injected_allocation_fails_memory(work: Path, tiny_data: TinyData) ->
 def test_a_noisy_measurement_is_inconclusive_never_a_pass(work: Path) -> None:
     m = json.loads((work / "runs/single/metrics.json").read_text())
     base = sorted(w["seconds"] for w in m["perf"]["windows"][1:])[2]
-    # the baseline's median window, two steady windows 10x slower: even without the fastest and
-    # the slowest window the spread is 900% > 60%; the median shows no slowdown
-    edit_windows(work / "runs/single/metrics.json", [base, base, base, base, 10 * base, 10 * base])
+    # the baseline's median window, one steady window 10x slower: spread 90% > 60%, no slowdown
+    edit_windows(work / "runs/single/metrics.json", [base, base, base, base, base, 10 * base])
     set_cpu_profile(work, noise_bound=0.6, min_band=0.95)
     code, g = check(work)
     t = g["perf.throughput"]
@@ -219,10 +218,7 @@ def test_h200_targets_a_15_percent_slowdown_and_a_10_percent_growth_fail() -> No
     assert throughput_check(_stage(base.rates, 10e9), base, cuda)[0] == "pass"
     slow = _stage([r * 0.85 for r in base.rates], 10e9)
     assert throughput_check(slow, base, cuda)[0] == "fail"
-    noisy = _stage([100.0, 120.0, 85.0, 115.0, 88.0, 102.0, 97.0], 10e9)  # middle 5: 27% spread
+    noisy = _stage([100.0, 120.0, 90.0, 101.0, 99.0, 102.0, 97.0], 10e9)  # 30% spread, no slowdown
     assert throughput_check(noisy, base, cuda)[0] == "inconclusive"
-    # one stalled window and one fast one are left out of the spread; the median is unmoved
-    one_off = _stage([100.0, 130.0, 70.0, 101.0, 99.0, 102.0, 97.0], 10e9)
-    assert throughput_check(one_off, base, cuda)[0] == "pass"
     assert memory_check(_stage(base.rates, 11e9), base, cuda)[0] == "fail"
     assert memory_check(_stage(base.rates, 10.2e9), base, cuda)[0] == "pass"
