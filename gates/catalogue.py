@@ -84,7 +84,7 @@ GATES: list[Gate] = [
         threshold=lambda t: (
             "exact (own environment's golden) or approximate (another's): "
             + ", ".join(
-                f"{d} rtol {v['loss_rtol']:g}, <= {v['max_steps_out']} steps out, eval rtol {v['eval_rtol']:g}"
+                f"{d} {fresh_train.approx_threshold(v)}"
                 for d, v in sorted(t["fresh_train"]["approx"].items())
             )
         ),

@@ -15,11 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import xtrain.model
 import xtrain.train
 from conftest import TinyData, tiny_cli, tiny_spec
 from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gate, run_cli
+from gates.__main__ import main as gates_main
 from xtrain.launch import run_single
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -108,3 +110,55 @@ def test_the_golden_choice_prefers_the_same_device_type(work: Path) -> None:
     bless_golden(work, gpu, "--tier", "approx")
     g = fresh_train(work)
     assert g["status"] == "pass" and f"vs golden {OTHER_ENV} v1" in g["message"]
+
+
+def prefix_tier(root: Path, prefix_steps: int = 4, final_val_atol: float = 0.01) -> None:
+    """The cpu tier of this tree judged like the cuda tier: a prefix of steps, step-0 val, final val."""
+    p = root / "params.yaml"
+    params = yaml.safe_load(p.read_text())
+    params["gates"]["fresh_train"]["approx"]["cpu"].update(
+        loss_rtol=1e-3, max_steps_out=0, prefix_steps=prefix_steps, final_val_atol=final_val_atol
+    )
+    p.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_the_prefix_tier_judges_only_the_prefix_and_the_end(work: Path) -> None:
+    """Past the prefix, trajectories of other kernels may part: 1 % off there passes."""
+    prefix_tier(work)
+    edit(
+        work / "runs/single/metrics.json", lambda m: m["train_loss"].__setitem__(6, m["train_loss"][6] * 1.01)
+    )
+    g = fresh_train(work)
+    assert g["status"] == "pass", g["message"]
+    assert (
+        "rtol 0.001 over the first 4 steps" in g["threshold"] and "|final val diff| <= 0.01" in g["threshold"]
+    )
+
+
+def test_the_prefix_tier_fails_lr_plus_10_percent(work: Path, tiny_data: TinyData, monkeypatch) -> None:
+    prefix_tier(work)
+    lr_at = xtrain.train.lr_at
+    monkeypatch.setattr(xtrain.train, "lr_at", lambda step, t: 1.1 * lr_at(step, t))
+    run_single(tiny_spec(tiny_data, run_dir=work / "runs" / "single", train={"cpu_threads": 2}))
+    g = fresh_train(work)
+    assert g["status"] == "fail" and "first step out: 2" in g["message"], g["message"]  # inside the prefix
+
+
+@pytest.mark.parametrize(("shift", "expected"), [(0.005, "pass"), (0.02, "fail")])
+def test_the_prefix_tier_bounds_the_final_val_loss(work: Path, shift: float, expected: str) -> None:
+    prefix_tier(work, final_val_atol=0.01)
+    edit(
+        work / "runs/single/metrics.json", lambda m: m["eval"][-1].update(loss=m["eval"][-1]["loss"] + shift)
+    )
+    g = fresh_train(work)
+    assert g["status"] == expected, g["message"]
+    if expected == "fail":
+        assert "val loss out at steps [12]" in g["message"]
+
+
+def test_a_prefix_without_its_final_bound_is_refused(work: Path) -> None:
+    p = work / "params.yaml"
+    params = yaml.safe_load(p.read_text())
+    params["gates"]["fresh_train"]["approx"]["cpu"]["prefix_steps"] = 4
+    p.write_text(yaml.safe_dump(params, sort_keys=False))
+    assert gates_main(["--root", str(work), "check", "--only", "fresh_train"]) == 2
