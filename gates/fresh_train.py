@@ -109,28 +109,26 @@ def _exact(m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: 
 
 
 def _approx_outs(
-    m: dict[str, Any], g: dict[str, Any], tol: dict[str, Any]
-) -> tuple[list[int], list, list[float]]:
-    """Steps whose train loss is out of loss_rtol, val losses out of their bound, and every step's rel.
+    got: list[float], want: list[float], vals: list[tuple[int, float, float]], tol: dict[str, Any]
+) -> tuple[list[int], list[tuple[int, float]], float]:
+    """Steps whose train loss is out of loss_rtol, val losses out of their bound, and the max rel
+    over the judged steps.
 
     With prefix_steps (the cuda tier), only the first prefix_steps train losses are judged, the step-0
     val loss within eval_rtol and the final val loss within final_val_atol: other GPU kernels reorder
-    sums, and in bf16 equivalent reorderings part chaotically after ~20 steps (docs/environments.md),
+    sums, and in bf16 equivalent reorderings part chaotically after ~20 steps (docs/verdicts.md),
     so a whole-trajectory rtol loose enough for them (Megatron's 0.05) also passes an lr change."""
-    got, want, steps = _pairs(m, g)
-    rel = rel_diffs(got, want)
-    judged = steps[: tol["prefix_steps"]] if "prefix_steps" in tol else steps
-    out = [s for s in judged if not rel[s] <= tol["loss_rtol"]]
-    vals = _val_pairs(m, g)
+    rel = rel_diffs(got, want)[: tol.get("prefix_steps", len(got))]
+    out = [s for s, r in enumerate(rel) if not r <= tol["loss_rtol"]]
     if "prefix_steps" not in tol:
         val_out = [(s, r) for s, x, y in vals if not (r := rel_diffs([x], [y])[0]) <= tol["eval_rtol"]]
-        return out, val_out, rel
+        return out, val_out, max(rel)
     val_out = [
         (s, r) for s, x, y in vals[:1] if s == 0 and not (r := rel_diffs([x], [y])[0]) <= tol["eval_rtol"]
     ]
     if vals and not abs(vals[-1][1] - vals[-1][2]) <= tol["final_val_atol"]:  # NaN is out too
         val_out.append((vals[-1][0], abs(vals[-1][1] - vals[-1][2])))
-    return out, val_out, rel
+    return out, val_out, max(rel)
 
 
 def approx_threshold(tol: dict[str, Any]) -> str:
@@ -146,12 +144,12 @@ def _approx(
     m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: goldens.Choice, tol: dict[str, Any]
 ) -> Outcome:
     got, want, _ = _pairs(m, g)
-    out, val_out, rel = _approx_outs(m, g, tol)
+    out, val_out, max_rel = _approx_outs(got, want, _val_pairs(m, g), tol)
     threshold = f"approx vs {choice.name}: {approx_threshold(tol)}"
     md5_same = all(c.ok for c in compare_files(g["export"]["files"], files))
     where = "another environment's golden" if choice.cross_env else "a golden blessed approximate"
     summary = (
-        f"approximate tier vs golden {choice.name} ({where}): max rel {fmt(max(rel))}, "
+        f"approximate tier vs golden {choice.name} ({where}): max rel {fmt(max_rel)}, "
         f"{len(out)} steps out, {len(val_out)} val losses out ({approx_threshold(tol)}); "
         f"export md5 {'equal' if md5_same else 'differs (not judged in this tier)'}"
     )
