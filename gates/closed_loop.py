@@ -14,7 +14,6 @@ from typing import Any
 
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome, failed, fmt, passed
-from xtrain.config import load_params
 
 MANIFEST = "manifest.json"
 # compute dtype per engine: None = the export's dtype (transformers runs it as exported);
@@ -88,7 +87,7 @@ def closed_loop(a: Artifacts) -> Outcome:
     r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
     manifest = a.json(f"exports/fresh/{MANIFEST}", "manifest.schema.json", "export")
     files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
-    cl = load_params(a.root / "params.yaml")["closed_loop"]
+    cl = a.params["closed_loop"]  # the resolved params the check was given (--params), like every gate
     atol = {"fp32": cl["logits_atol_fp32"], "bf16": cl["logits_atol_bf16"]}
     problems = judge_files(r, manifest, files)
     tols, diffs = {}, []

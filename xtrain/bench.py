@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from contracts.errors import moved
+from contracts.perf_record import median_spread
 from xtrain import determinism
 from xtrain.comm import Communicator, FlatGrads, SingleComm
 from xtrain.config import ModelConfig, RunConfig, TrainConfig
@@ -93,8 +93,8 @@ def time_window(step: Callable[[], Any], steps: int, tokens_per_step: int, devic
 
 
 def summarise(rates: list[float]) -> Timing:
-    med = statistics.median(rates)
-    return Timing(med, (max(rates) - min(rates)) / med, rates)
+    """Median tokens/s and spread, computed as the perf gates compute them (contracts/perf_record.py)."""
+    return Timing(*median_spread(rates), rates)
 
 
 def time_windows(
