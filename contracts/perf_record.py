@@ -3,7 +3,8 @@
 Torch-free and pure. The raw fields are those xtrain.train writes in metrics.json `perf` (and a perf
 baseline keeps per stage): per-window (steps, seconds) and per-rank peak bytes. A rate is
 tokens_per_step * steps / seconds of a steady window (the warm-up windows dropped); a run's
-throughput is the median window and its spread is (max - min) / median.
+throughput is the median window and its spread is (max - min) / median. The change between two
+records is judged by `shift_ci`: a distribution-free confidence interval from their windows.
 """
 
 from __future__ import annotations
@@ -43,6 +44,22 @@ def median_spread(rates: list[float]) -> tuple[float, float]:
     """Median rate and (max - min) / median."""
     med = statistics.median(rates)
     return med, (max(rates) - min(rates)) / med if med > 0 else math.inf
+
+
+def shift_ci(run: list[float], base: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """Relative change run/base - 1: Hodges-Lehmann estimate and its ~95% confidence interval.
+
+    The estimate is the median of all pairwise log-ratios of a run window and a baseline window; the
+    interval is the k-th smallest and largest of them, k from the Mann-Whitney U distribution
+    (normal approximation; for 7 and 7 windows it gives k = 9, as the exact table does). It uses
+    the number of windows, which a (max - min) range does not: one slow window widens the range, not
+    the interval. It holds within two runs; drift between runs is the gate's tolerance, not this.
+    """
+    diffs = sorted(math.log(r) - math.log(b) for r in run for b in base)
+    n, m, total = len(run), len(base), len(diffs)
+    k = max(0, math.floor(total / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)))
+    mid = (diffs[(total - 1) // 2] + diffs[total // 2]) / 2
+    return math.exp(mid) - 1, math.exp(diffs[k]) - 1, math.exp(diffs[total - 1 - k]) - 1
 
 
 def stage_perf(record: dict[str, Any]) -> StagePerf:

@@ -141,7 +141,7 @@ GATES: list[Gate] = [
         checks="median steady tokens/s of each training stage (recomputed from the raw windows) against the "
         "blessed perf baseline of its environment",
         threshold=lambda t: perf.threshold_text(
-            t, "slower than max(window spread, {min_band}); inconclusive if spread > {noise_bound}"
+            t, "95% CI of the change wholly slower than {slowdown}: fail; straddling it: inconclusive"
         ),
         run=lambda a, t: perf.throughput(a, t),
         why="a change that keeps the numerics but trains slower is a regression users feel first",

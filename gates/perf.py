@@ -4,9 +4,10 @@ Everything is recomputed from raw data: the per-window (steps, seconds) and per-
 xtrain.train records in metrics.json `perf`, and the same raw fields of the baseline
 (registry/baselines/<env_id>/v<N>.json), read by contracts/perf_record.py (which `registry bless
 --perf` shares). A rate is tokens_per_step * steps / seconds of a steady window (the warm-up windows
-dropped); a run's throughput is the median window and its spread is (max - min) / median. The
-slowdown band is the larger spread of the run and the baseline (never below min_band); a spread
-above noise_bound cannot resolve a change of interest: inconclusive.
+dropped). The change of a stage is a Hodges-Lehmann estimate with a ~95% confidence interval from
+the two sets of windows (contracts.perf_record.shift_ci); `slowdown` is the tolerated slowdown,
+which also absorbs the drift between runs that no single run's windows show. Fail: the whole
+interval is slower than that; pass: none of it is; inconclusive: the interval straddles it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from contracts.perf_record import STAGES, StagePerf, median_spread, stage_perf
+from contracts.perf_record import STAGES, StagePerf, median_spread, shift_ci, stage_perf
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
 from gates.outcome import Outcome, failed, inconclusive, passed
 from registry.store import Entry, Registry, RegistryError
@@ -134,22 +135,18 @@ def throughput_check(run: StagePerf, base: StagePerf, profile: dict[str, Any]) -
             return "inconclusive", "-", f"{who} has {len(rates)} steady windows (need {MIN_WINDOWS})"
     med, spread = median_spread(run.rates)
     bmed, bspread = median_spread(base.rates)
-    change = med / bmed - 1
-    noise = max(spread, bspread)
-    band = max(noise, profile["min_band"])
+    change, low, high = shift_ci(run.rates, base.rates)
+    limit = profile["slowdown"]
     value = f"{100 * change:+.1f}%"
     text = (
-        f"{med:,.0f} tok/s vs {bmed:,.0f} ({value}); window spread {100 * spread:.0f}% "
-        f"(baseline {100 * bspread:.0f}%), band {100 * band:.0f}%"
+        f"{med:,.0f} tok/s vs {bmed:,.0f}: {value} (95% CI {100 * low:+.1f}% to {100 * high:+.1f}%; "
+        f"window spread {100 * spread:.0f}%, baseline {100 * bspread:.0f}%), tolerated slowdown "
+        f"{100 * limit:.0f}%"
     )
-    if change < -band:
-        return "fail", value, f"slower than the band: {text}"
-    if noise > profile["noise_bound"]:
-        return (
-            "inconclusive",
-            value,
-            f"too noisy to judge (noise bound {100 * profile['noise_bound']:.0f}%): {text}",
-        )
+    if high < -limit:
+        return "fail", value, f"slower than tolerated: {text}"
+    if low < -limit:
+        return "inconclusive", value, f"too noisy to judge (the interval straddles the tolerance): {text}"
     return "pass", value, text
 
 
@@ -181,7 +178,7 @@ def threshold_text(t: dict[str, Any], template: str) -> str:
     out = []
     for dev, p in profiles.items():
         text = template.format(**{k: f"{100 * v:g}%" for k, v in p.items() if not isinstance(v, str)})
-        skip = " (throughput: skip)" if p.get("throughput") == "skip" and "spread" in template else ""
+        skip = " (throughput: skip)" if p.get("throughput") == "skip" and "{slowdown}" in template else ""
         out.append(f"{dev}: {text}{skip}")
     return "; ".join(out)
 

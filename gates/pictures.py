@@ -417,11 +417,16 @@ def perf_gate(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
                 top = max(ref.peaks) / 2**20 * (1 + limits["memory_growth"])
                 ax.hlines(top, i - 0.3, i + 0.3, color=plots.LIMIT, lw=2, label="limit" if i == 0 else None)
             else:
-                med, spread = perf.median_spread(ref.rates)
-                low = med * (1 - max(spread, limits["min_band"]))
+                med, _ = perf.median_spread(ref.rates)
                 ax.hlines(med, i - 0.3, i + 0.3, color="#9e9e9e", lw=3, label="baseline" if i == 0 else None)
                 ax.hlines(
-                    low, i - 0.3, i + 0.3, color=plots.LIMIT, lw=2, ls="--", label="floor" if i == 0 else None
+                    med * (1 - limits["slowdown"]),
+                    i - 0.3,
+                    i + 0.3,
+                    color=plots.LIMIT,
+                    lw=2,
+                    ls="--",
+                    label="tolerated" if i == 0 else None,
                 )
     ax.set_xticks(range(len(names)), names)
     ax.set_xlim(-0.6, len(names) - 0.4)
@@ -434,9 +439,9 @@ def perf_gate(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
         f"{100 * limits['memory_growth']:.0f}%)."
         if memory
         else f"tokens/s of every steady window of each training stage against {against}: grey the baseline's "
-        f"median, dashed orange the floor (median minus the larger window spread, at least "
-        f"{100 * limits['min_band']:.0f}%). Pass: the run's median at or above the floor and its spread under "
-        f"{100 * limits['noise_bound']:.0f}% (else inconclusive)."
+        f"median, dashed orange the tolerated slowdown ({100 * limits['slowdown']:.0f}%). Pass: the 95% "
+        "confidence interval of the change (from both sets of windows) lies above it; fail: it lies below; "
+        "inconclusive: it straddles it."
     )
     return Picture(plots.to_svg(fig), what)
 
