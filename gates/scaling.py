@@ -2,6 +2,9 @@
 
 tokens/s = median of a measurement's windows, speedup(w) = median(world w) / median(world 1) of
 the same launcher, spread = (max - min) / median; the file's own figures are only cross-checked.
+Thread and proc at one world measure the same step: their gap is judged by the confidence interval
+of thread/proc from both sets of windows (contracts.perf_record.shift_ci), so two noisy ten-second
+measurements that merely may differ by more than the band are inconclusive, not a fail.
 The worlds and launchers come from the resolved params (scaling.worlds capped by the devices
 present, as the scaling stage does), not from the file. A window spread above max_spread makes the
 verdict inconclusive (rerun on a quiet machine), never a pass.
@@ -13,6 +16,7 @@ import math
 import statistics
 from typing import Any
 
+from contracts.perf_record import shift_ci
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome, failed, inconclusive, passed
 
@@ -69,9 +73,9 @@ def recompute(s: dict[str, Any]) -> tuple[Table, list[str]]:
     return table, wrong
 
 
-def verdicts(table: Table, floors: dict[int, float], band: float) -> tuple[list[str], float]:
-    """Floor and band problems of the recomputed table, and the worst thread/proc gap."""
-    problems, worst = [], 0.0
+def floor_problems(table: Table, floors: dict[int, float]) -> list[str]:
+    """Every launcher and world whose median speedup is below its floor."""
+    problems = []
     for launcher, by_world in table.items():
         for w, fig in by_world.items():
             floor = floors.get(w)
@@ -80,15 +84,31 @@ def verdicts(table: Table, floors: dict[int, float], band: float) -> tuple[list[
                     f"{launcher} world {w}: speedup {fig['speedup']:.2f}x below floor {floor:.2f}x "
                     f"({fig['tokens_per_s']:,.0f} tok/s, spread {100 * fig['spread']:.0f}%)"
                 )
-    for w in sorted(set(table.get("thread", {})) & set(table.get("proc", {}))):
-        t, p = table["thread"][w]["tokens_per_s"], table["proc"][w]["tokens_per_s"]
-        gap = abs(t - p) / max(t, p)
-        worst = max(worst, gap)
-        if gap > band:
-            problems.append(
-                f"world {w}: thread {t:,.0f} vs proc {p:,.0f} tok/s differ by {100 * gap:.0f}% (band {100 * band:.0f}%)"
-            )
-    return problems, worst
+    return problems
+
+
+def launcher_gaps(s: dict[str, Any], band: float) -> tuple[list[str], list[str], float]:
+    """(gaps surely beyond the band, gaps that may be, the worst median gap) of thread vs proc.
+
+    Within the band means thread/proc in [1 - band, 1 / (1 - band)]: |t - p| / max(t, p) <= band.
+    """
+    sure, unsure, worst = [], [], 0.0
+    results = s["results"]
+    low_ok, high_ok = -band, 1 / (1 - band) - 1 if band < 1 else math.inf
+    for w in sorted(set(results.get("thread", {})) & set(results.get("proc", {})), key=int):
+        t, p = results["thread"][w]["windows"], results["proc"][w]["windows"]
+        change, low, high = shift_ci(t, p)
+        tm, pm = statistics.median(t), statistics.median(p)
+        worst = max(worst, abs(tm - pm) / max(tm, pm))
+        text = (
+            f"world {w}: thread {tm:,.0f} vs proc {pm:,.0f} tok/s, thread/proc {100 * change:+.0f}% "
+            f"(95% CI {100 * low:+.0f}% to {100 * high:+.0f}%; band {100 * band:.0f}%)"
+        )
+        if high < low_ok or low > high_ok:
+            sure.append(f"{text}: the launchers differ")
+        elif low < low_ok or high > high_ok:
+            unsure.append(f"{text}: may differ by more than the band")
+    return sure, unsure, worst
 
 
 def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
@@ -128,13 +148,18 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
             f"{', '.join(noisy)} above {100 * th['max_spread']:.0f}%: too noisy to judge, "
             f"rerun on a quiet machine (dvc repro -f scaling)",
         )
-    problems, worst = verdicts(table, floors, th["band"])
+    sure, unsure, worst = launcher_gaps(s, th["band"])
+    problems = floor_problems(table, floors) + sure
     if problems:
         return failed(
             measured,
             threshold,
             "; ".join(problems) + ". Next: bench/scaling.png and python -m "
             "pipeline.scaling for the windows; where the time goes: all-reduce vs compute",
+        )
+    if unsure:
+        return inconclusive(
+            measured, threshold, "; ".join(unsure) + ": too noisy to judge, rerun on a quiet machine"
         )
     return passed(
         measured,
