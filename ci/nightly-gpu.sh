@@ -34,6 +34,12 @@ if [ -n "${WHEELHOUSE:-}" ]; then
 else
   XTRAIN_EXTRAS="${XTRAIN_EXTRAS-dev}" ci/setup.sh || exit 2
 fi
+# Bytecode: `import torch` took 3.8-5.3 s per process on the H200 runner (1.2 s on the CPU box, 3.0-3.7 s
+# there when compiling from source), and the DDP test chain starts hundreds of processes. Compiled
+# modules go to one writable cache, written once by the warm-up below and read by every later process.
+export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-/tmp/xtrain-pycache}"
+unset PYTHONDONTWRITEBYTECODE
+python3 -c "import torch, transformers, dvc.repo, jsonschema, safetensors, tokenizers" || exit 2
 DVC="python3 -m dvc"
 # A runner's checkout without git history (an exported tree): DVC works without SCM.
 git rev-parse --is-inside-work-tree > /dev/null 2>&1 || $DVC config --local core.no_scm true
