@@ -219,7 +219,8 @@ H200_UNCHANGED_THREAD = [74457.0, 76705.0, 84290.0, 78734.0, 79499.0, 84437.0, 8
 
 
 def test_h200_targets_on_real_windows() -> None:
-    """The blessed H200 windows: an unchanged run passes, a 25% slowdown fails on every stage."""
+    """The blessed H200 windows: an unchanged run passes, a 25% slowdown fails on every stage, 20% where
+    the windows can resolve it."""
     cuda = yaml.safe_load((REPO / "params.yaml").read_text())["gates"]["perf"]["cuda"]
     stages = json.loads(H200_BASELINE.read_text())["stages"]
     for launcher, record in stages.items():
@@ -228,6 +229,9 @@ def test_h200_targets_on_real_windows() -> None:
         assert throughput_check(same, base, cuda)[0] == "pass", launcher
         slow = _stage([r * 0.75 for r in base.rates], 10e9)
         assert throughput_check(slow, base, cuda)[0] == "fail", launcher
+        # 20% slower: resolved where the windows are tight (single, 6%), not where they spread 12-16%
+        fifth = throughput_check(_stage([r * 0.8 for r in base.rates], 10e9), base, cuda)[0]
+        assert fifth == ("fail" if launcher == "single" else "inconclusive"), launcher
     thread = stage_perf(stages["thread"])
     assert throughput_check(_stage(H200_UNCHANGED_THREAD, 10e9), thread, cuda)[0] == "pass"
 
