@@ -166,6 +166,8 @@ if [ "$BENCH" = 1 ] && [ "$NGPU" -ge 1 ]; then
   # shellcheck disable=SC2086  # NIGHTLY_BENCH_ARGS is a list of arguments
   python3 -m pipeline.bench --device cuda ${NIGHTLY_BENCH_ARGS:---configs ref large --compile none reduce-overhead --profile --warmup 5 --window 10 --windows 5} \
     --json "$ART/bench.json" 2>&1 | tee "$ART/bench.txt"
+  step "benchmark: where a step's time goes, every launcher and world (scaling --profile)"
+  pin "$GPU_CORES" python3 -m pipeline.scaling --profile 5 --out "$ART/profiled" 2>&1 | tee "$ART/profile.txt"
 fi
 
 step "collect artifacts"

@@ -1,6 +1,11 @@
 """Stage `scaling`: tokens/s per launcher and world -> bench/scaling.json and bench/scaling.png (xtrain/scaling_bench.py).
 
 python -m pipeline.scaling [--out bench] [--set k=v]    # worlds and launchers from params.yaml `scaling:`
+python -m pipeline.scaling --profile 5 --out bench/profiled   # also where rank 0's step time goes
+
+With --profile N every measured process runs N more steps after its windows, rank 0 under
+torch.profiler (xtrain/step_profile.py): OUT/profile.json and a table of host time, GPU compute,
+collectives and the part of them no compute overlaps. Not part of the dvc stage.
 
 Measured processes run this module again: `python -m pipeline.scaling rank thread --worlds 1,2 ...`
 (every world in turn, one process), or `rank proc --worlds N` under a real torchrun of N workers.
@@ -15,7 +20,7 @@ from pathlib import Path
 
 from pipeline import stage
 from xtrain.launch import build_spec, torchrun_cmd
-from xtrain.scaling_bench import measure_rank, measure_worlds, scaling_record, write_results
+from xtrain.scaling_bench import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
 from xtrain.tokenizer import load_tokenizer
 
 
@@ -24,6 +29,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     ap.prog, ap.formatter_class = prog, argparse.RawDescriptionHelpFormatter
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="profile N steps after the windows")
     return ap
 
 
@@ -39,6 +45,8 @@ def rank_command(args: argparse.Namespace, launcher: str, worlds: list[int], res
         args.tokenizer,
         "--result",
         str(result),
+        "--profile",
+        str(args.profile),
     ]
     worlds_arg = ["--worlds", ",".join(map(str, worlds))]
     if launcher == "thread":
@@ -67,7 +75,13 @@ def rank_main(argv: list[str]) -> int:
     params = stage.params_of(args)
     spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
     measure_rank(
-        spec, args.launcher, args.worlds, params.launch_config(), params.scaling_config(), args.result
+        spec,
+        args.launcher,
+        args.worlds,
+        params.launch_config(),
+        params.scaling_config(),
+        args.result,
+        args.profile,
     )
     return 0
 
@@ -85,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         run = params.run_config(load_tokenizer(args.tokenizer).get_vocab_size())
         sc, launch = params.scaling_config(), params.launch_config()
         measured = measure_worlds(sc, run.train.device, lambda *a: rank_command(args, *a))
-        write_results(scaling_record(params["profile"], run, launch, sc, measured), Path(args.out))
+        record = scaling_record(params["profile"], run, launch, sc, measured)
+        write_results(record, Path(args.out))
+        if args.profile:
+            write_profiles(record, measured, Path(args.out) / "profile.json")
 
     return stage.run(body)
 

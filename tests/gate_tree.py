@@ -98,6 +98,8 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
             *files,
             "--out",
             str(root / "bench"),
+            "--profile",
+            "2",
         ]
     )
     return root

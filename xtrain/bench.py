@@ -32,6 +32,7 @@ from xtrain.config import ModelConfig, RunConfig, TrainConfig
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer
+from xtrain.step_profile import profile_step
 from xtrain.train import train_step
 
 PEAK_BF16_FLOPS = 989e12  # H100/H200 SXM dense bf16, the issue's MFU denominator
@@ -168,32 +169,6 @@ def plain_step(model, opt, tokens, t: TrainConfig, module, device: torch.device)
         return loss
 
     return step
-
-
-def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) -> dict[str, Any]:
-    """Where a step's time goes: wall time, GPU kernel time, kernels per step, top kernels."""
-    from torch.profiler import ProfilerActivity, profile
-
-    _sync(device)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        _sync(device)
-        wall = (time.perf_counter() - t0) / steps
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    gpu = sum(e.device_time for e in kernels) / 1e6 / steps
-    by_name: dict[str, float] = {}
-    for e in kernels:
-        by_name[e.name] = by_name.get(e.name, 0.0) + e.device_time / 1e6 / steps
-    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:8]
-    return {
-        "wall_ms": 1e3 * wall,
-        "gpu_busy_ms": 1e3 * gpu,
-        "gpu_busy_frac": gpu / wall if wall else 0.0,
-        "kernels_per_step": len(kernels) / steps,
-        "top": [(n[:70], 1e3 * s) for n, s in top],
-    }
 
 
 def bench_config(

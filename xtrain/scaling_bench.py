@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,9 @@ from xtrain.config import LaunchConfig, RunConfig, ScalingConfig
 FORMAT = "xtrain-scaling/1"
 
 
-def rank_body(
-    spec: Any, comm: Any, per_rank_batch: int, warmup: int, window: int, windows: int
-) -> list[float]:
-    """Timed training on one rank: the harness's train step on the real data, no eval or checkpoints."""
+def rank_body(spec: Any, comm: Any, sc: ScalingConfig, profile_steps: int = 0) -> dict[str, Any]:
+    """Timed training on one rank: the harness's train step on the real data, no eval or checkpoints.
+    With profile_steps, that many more steps follow the windows; rank 0 profiles them (step_profile)."""
     import dataclasses
 
     import torch
@@ -41,9 +41,10 @@ def rank_body(
     from xtrain.data import TokenData
     from xtrain.model import build_model
     from xtrain.optim import build_optimizer
+    from xtrain.step_profile import profile_step, run_steps
     from xtrain.train import flat_grads
 
-    t = dataclasses.replace(spec.run.train, global_batch=per_rank_batch * comm.world, grad_accum=1)
+    t = dataclasses.replace(spec.run.train, global_batch=sc.per_rank_batch * comm.world, grad_accum=1)
     model = build_model(spec.run.model, spec.run.seed, comm.device).train()
     data = TokenData.load(spec.tokens_path, comm.device)
     module = comm.wrap(model)
@@ -51,22 +52,34 @@ def rank_body(
         module = torch.compile(module, mode=t.compile_mode)
     opt = build_optimizer(model, t)
     step = harness_step(model, opt, data, t, module, comm, flat_grads(model, comm))
-    timing = time_windows(step, t.global_batch * t.seq_len, warmup, window, windows, comm.device)
-    return timing.windows
+    tokens = t.global_batch * t.seq_len
+    timing = time_windows(step, tokens, sc.warmup_steps, sc.window_steps, sc.windows, comm.device)
+    profile = None
+    if profile_steps and comm.rank == 0:
+        profile = profile_step(step, comm.device, profile_steps)
+    elif profile_steps:
+        run_steps(step, comm.device, profile_steps)
+    return {"windows": timing.windows, "profile": profile}
 
 
-def measure_one(command: Callable[[Path], list[str]], what: str) -> dict[int, list[float]]:
-    """Run one measured process (`command(result)`) fresh; returns rank 0's window rates per world."""
+def measure_one(command: Callable[[Path], list[str]], what: str) -> dict[int, dict[str, Any]]:
+    """Run one measured process (`command(result)`) fresh; returns rank 0's rank_body result per world."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
         proc = subprocess.run(command(out), capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"scaling {what} failed:\n{proc.stderr[-3000:]}")
-        return {int(w): rates for w, rates in json.loads(out.read_text()).items()}
+        return {int(w): measured for w, measured in json.loads(out.read_text()).items()}
 
 
 def measure_rank(
-    spec: Any, launcher: str, worlds: list[int], launch: LaunchConfig, sc: ScalingConfig, result: str | Path
+    spec: Any,
+    launcher: str,
+    worlds: list[int],
+    launch: LaunchConfig,
+    sc: ScalingConfig,
+    result: str | Path,
+    profile_steps: int = 0,
 ) -> None:
     """One measured process; rank 0 writes {world: windows}. The thread launcher measures every
     world in turn in this one process (a process start and CUDA/NCCL set-up cost ~15 s on an H200
@@ -74,8 +87,8 @@ def measure_rank(
     from contracts.fileio import atomic_write_json
     from xtrain.launch import run_proc_rank, run_threads
 
-    def body(spec: Any, comm: Any) -> list[float]:
-        return rank_body(spec, comm, sc.per_rank_batch, sc.warmup_steps, sc.window_steps, sc.windows)
+    def body(spec: Any, comm: Any) -> dict[str, Any]:
+        return rank_body(spec, comm, sc, profile_steps)
 
     if launcher == "thread":
         atomic_write_json(
@@ -83,9 +96,9 @@ def measure_rank(
         )
         return
     (world,) = worlds
-    windows = run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
+    measured = run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
     if int(os.environ["RANK"]) == 0:
-        atomic_write_json(result, {str(world): windows})
+        atomic_write_json(result, {str(world): measured})
 
 
 def devices_available(device: str) -> int:
@@ -164,24 +177,37 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"(worlds {dropped} not run: only {result['device_count']} devices present)")
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What measure_worlds found: devices present, the worlds run, each launcher's window rates per
+    world, and (with --profile) rank 0's step profile per launcher and world."""
+
+    present: int
+    worlds: list[int]
+    rates: dict[str, dict[int, list[float]]]
+    profiles: dict[str, dict[int, Any]]
+
+
 def measure_worlds(
     sc: ScalingConfig, device: str, command: Callable[[str, list[int], Path], list[str]]
-) -> tuple[int, list[int], dict[str, dict[int, list[float]]]]:
-    """(devices present, the worlds run, each launcher's window rates per world), measured by fresh
-    processes `command(launcher, worlds, result)`: one per launcher for threads, one per world for torchrun."""
+) -> Measured:
+    """Every launcher at every world present, measured by fresh processes `command(launcher, worlds,
+    result)`: one per launcher for threads, one per world for torchrun."""
     present = devices_available(device)
     worlds = [w for w in sc.worlds if w <= present]
     rates: dict[str, dict[int, list[float]]] = {}
+    profiles: dict[str, dict[int, Any]] = {}
     for launcher in sc.launchers:
         groups = [worlds] if launcher == "thread" else [[w] for w in worlds]
-        rates[launcher] = {}
+        rates[launcher], profiles[launcher] = {}, {}
         for group in groups:
             what = f"{launcher} world {','.join(map(str, group))}"
-            rates[launcher].update(measure_one(functools.partial(command, launcher, group), what))
+            for w, got in measure_one(functools.partial(command, launcher, group), what).items():
+                rates[launcher][w], profiles[launcher][w] = got["windows"], got["profile"]
         for w in worlds:
             median = statistics.median(rates[launcher][w])
             print(f"scaling: {launcher} world {w}: {median:,.0f} tokens/s", file=sys.stderr, flush=True)
-    return present, worlds, rates
+    return Measured(present, worlds, rates, profiles)
 
 
 def scaling_record(
@@ -189,12 +215,12 @@ def scaling_record(
     run: RunConfig,
     launch: LaunchConfig,
     sc: ScalingConfig,
-    measured: tuple[int, list[int], dict[str, dict[int, list[float]]]],
+    measured: Measured,
 ) -> dict[str, Any]:
     """bench/scaling.json (contracts/schemas/scaling.schema.json) from measure_worlds' result."""
     import torch
 
-    present, worlds, rates = measured
+    present, worlds, rates = measured.present, measured.worlds, measured.rates
     t = run.train
     device = torch.cuda.get_device_name(0) if t.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
     return {
@@ -220,6 +246,29 @@ def write_results(result: dict[str, Any], out: Path) -> None:
     artifacts.write("scaling", out / "scaling.json", result)
     plot(result, out / "scaling.png")
     print_table(result)
+
+
+def write_profiles(record: dict[str, Any], measured: Measured, path: Path) -> None:
+    """OUT/profile.json: rank 0's step profile per launcher and world, beside the rates, and the table."""
+    from contracts.fileio import atomic_write_json
+    from xtrain.step_profile import print_profiles
+
+    keys = ("device", "profile", "per_rank_batch", "seq_len", "precision", "grad_sync")
+
+    def timed_step_ms(launcher: str, w: int) -> float:  # the unprofiled step, from the windows' median
+        tokens = record["per_rank_batch"] * w * record["seq_len"]
+        return 1e3 * tokens / record["results"][launcher][str(w)]["tokens_per_s"]
+
+    rows = [
+        (f"{launcher} world {w}", {"timed_step_ms": timed_step_ms(launcher, w), **p})
+        for launcher, by_world in sorted(measured.profiles.items())
+        for w, p in sorted(by_world.items())
+        if p is not None
+    ]
+    atomic_write_json(
+        path, {**{k: record[k] for k in keys}, "steps": [{"step": label, **p} for label, p in rows]}
+    )
+    print_profiles(rows)
 
 
 if __name__ == "__main__":  # the command line is pipeline/scaling.py
