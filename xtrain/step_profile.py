@@ -14,6 +14,7 @@ rank slowed by its host shows up here too).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -72,6 +73,19 @@ def breakdown(
     }
 
 
+def off_cpu_counters() -> tuple[int, int, float]:
+    """(voluntary, involuntary context switches of this thread, host steal seconds): why a thread's
+    CPU time falls short of the wall time. Voluntary: it blocked (a lock, the GIL, a sync);
+    involuntary: it was preempted; steal: a virtual machine's vCPUs waited for the hypervisor."""
+    import resource
+
+    ru = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    steal = 0.0
+    with contextlib.suppress(OSError, IndexError, ValueError), open("/proc/stat") as f:
+        steal = int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")  # all CPUs, in seconds
+    return ru.ru_nvcsw, ru.ru_nivcsw, steal
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -87,11 +101,12 @@ def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) 
     cuda = device.type == "cuda"
     _sync(device)
     with profile(activities=[ProfilerActivity.CUDA]) if cuda else contextlib.nullcontext() as prof:
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, c0, off0 = time.perf_counter(), time.thread_time(), off_cpu_counters()
         for _ in range(steps):
             step()
         _sync(device)
         wall, host = time.perf_counter() - t0, time.thread_time() - c0
+        off = [b - a for a, b in zip(off0, off_cpu_counters(), strict=True)]
     index = device.index if device.index is not None else 0
     kernels = [
         (e.name, e.time_range.start, e.time_range.end)
@@ -101,7 +116,12 @@ def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) 
         and e.device_index == index
         and not getattr(e, "is_user_annotation", False)
     ]
-    return breakdown(kernels, wall, host, steps)
+    return {
+        **breakdown(kernels, wall, host, steps),
+        "voluntary_switches": off[0] / steps,
+        "involuntary_switches": off[1] / steps,
+        "host_steal_cpus": off[2] / wall,  # mean number of the host's CPUs stolen during the steps
+    }
 
 
 def run_steps(step: Callable[[], Any], device: torch.device, steps: int = 5) -> None:
@@ -112,14 +132,19 @@ def run_steps(step: Callable[[], Any], device: torch.device, steps: int = 5) -> 
 
 
 def print_profiles(rows: list[tuple[str, dict[str, Any]]]) -> None:
-    """One line per profiled step (label, profile_step's figures and the unprofiled `timed_step_ms`)."""
+    """One line per profiled step (label, profile_step's figures and the unprofiled `timed_step_ms`):
+    ms per step, context switches per step (voluntary/involuntary), the host's stolen CPUs."""
     head = (
-        f"{'step':<16} {'timed':>7} {'wall':>7} {'host CPU':>9} {'GPU busy':>9} {'compute':>8} "
-        f"{'comm':>6} {'comm only':>10} {'GPU idle':>9}"
+        f"{'step':<16} {'timed':>7} {'wall':>7} {'host CPU':>9} {'switches':>9} {'steal':>6} "
+        f"{'GPU busy':>9} {'compute':>8} {'comm':>6} {'comm only':>10} {'GPU idle':>9}"
     )
     print(f"\nwhere one train step's time goes (ms per step; GPU figures for rank 0's device)\n{head}")
     for label, p in rows:
-        line = f"{label:<16} {p['timed_step_ms']:>7.2f} {p['wall_ms']:>7.2f} {p['host_cpu_ms']:>9.2f}"
+        switches = f"{p['voluntary_switches']:.0f}/{p['involuntary_switches']:.0f}"
+        line = (
+            f"{label:<16} {p['timed_step_ms']:>7.2f} {p['wall_ms']:>7.2f} {p['host_cpu_ms']:>9.2f} "
+            f"{switches:>9} {p['host_steal_cpus']:>6.2f}"
+        )
         if p["kernels_per_step"]:  # no GPU kernels on a CPU run: host figures only
             line += (
                 f" {p['gpu_busy_ms']:>9.2f} {p['compute_ms']:>8.2f} {p['comm_ms']:>6.2f} "
