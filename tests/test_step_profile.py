@@ -62,6 +62,7 @@ def test_a_real_step_on_this_cpu() -> None:
     assert p["steps"] == 3 and p["wall_ms"] > 0 and p["host_cpu_ms"] > 0
     assert p["kernels_per_step"] == 0 and p["gpu_busy_ms"] == 0  # no GPU: every GPU figure is zero
     assert p["voluntary_switches"] >= 0 and p["involuntary_switches"] >= 0 and p["host_steal_cpus"] >= 0
+    assert p["process_cpu_ms"] >= p["host_cpu_ms"] * 0.9  # every thread, the calling one included
 
 
 @pytest.mark.ddp

@@ -94,18 +94,20 @@ def _sync(device: torch.device) -> None:
 def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) -> dict[str, Any]:
     """Run `steps` steps, on CUDA under the profiler (GPU activity only: recording every CPU op
     doubled the host time of an eager step on an H200 host); kernels of `device` only (a thread
-    launcher's process drives every GPU). host_cpu_ms is this thread's CPU time: with ranks as
-    threads of one interpreter, a step whose wall time is far above it waited for the GIL."""
+    launcher's process drives every GPU). host_cpu_ms is the calling thread's CPU time (forward,
+    optimizer; autograd runs backward on its own device thread), process_cpu_ms every thread's
+    (in a thread launcher: every rank's). Voluntary switches count the calling thread's waits:
+    for the backward, and with ranks as threads of one interpreter, for the GIL."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.type == "cuda"
     _sync(device)
     with profile(activities=[ProfilerActivity.CUDA]) if cuda else contextlib.nullcontext() as prof:
-        t0, c0, off0 = time.perf_counter(), time.thread_time(), off_cpu_counters()
+        t0, c0, p0, off0 = time.perf_counter(), time.thread_time(), time.process_time(), off_cpu_counters()
         for _ in range(steps):
             step()
         _sync(device)
-        wall, host = time.perf_counter() - t0, time.thread_time() - c0
+        wall, host, process = time.perf_counter() - t0, time.thread_time() - c0, time.process_time() - p0
         off = [b - a for a, b in zip(off0, off_cpu_counters(), strict=True)]
     index = device.index if device.index is not None else 0
     kernels = [
@@ -118,6 +120,7 @@ def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) 
     ]
     return {
         **breakdown(kernels, wall, host, steps),
+        "process_cpu_ms": 1e3 * process / steps,
         "voluntary_switches": off[0] / steps,
         "involuntary_switches": off[1] / steps,
         "host_steal_cpus": off[2] / wall,  # mean number of the host's CPUs stolen during the steps
@@ -135,14 +138,15 @@ def print_profiles(rows: list[tuple[str, dict[str, Any]]]) -> None:
     """One line per profiled step (label, profile_step's figures and the unprofiled `timed_step_ms`):
     ms per step, context switches per step (voluntary/involuntary), the host's stolen CPUs."""
     head = (
-        f"{'step':<16} {'timed':>7} {'wall':>7} {'host CPU':>9} {'switches':>9} {'steal':>6} "
+        f"{'step':<16} {'timed':>7} {'wall':>7} {'thread CPU':>10} {'proc CPU':>8} {'switches':>9} {'steal':>6} "
         f"{'GPU busy':>9} {'compute':>8} {'comm':>6} {'comm only':>10} {'GPU idle':>9}"
     )
     print(f"\nwhere one train step's time goes (ms per step; GPU figures for rank 0's device)\n{head}")
     for label, p in rows:
         switches = f"{p['voluntary_switches']:.0f}/{p['involuntary_switches']:.0f}"
         line = (
-            f"{label:<16} {p['timed_step_ms']:>7.2f} {p['wall_ms']:>7.2f} {p['host_cpu_ms']:>9.2f} "
+            f"{label:<16} {p['timed_step_ms']:>7.2f} {p['wall_ms']:>7.2f} {p['host_cpu_ms']:>10.2f} "
+            f"{p['process_cpu_ms']:>8.2f} "
             f"{switches:>9} {p['host_steal_cpus']:>6.2f}"
         )
         if p["kernels_per_step"]:  # no GPU kernels on a CPU run: host figures only
