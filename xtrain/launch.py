@@ -155,8 +155,11 @@ def _thread_ranks(
     results: list[Any] = [None] * world
     failures: list[tuple[float, int, BaseException, str]] = []
 
+    threads_each = torch.get_num_threads()  # _prepare_process's share per rank
+
     def body(rank: int) -> None:
         try:
+            torch.set_num_threads(threads_each)  # this rank's OpenMP team; the main thread has one thread
             with cuda_device(devices[rank]):
                 results[rank] = target(spec, ThreadComm(group, rank, devices[rank]))
         except BaseException as e:
@@ -166,18 +169,19 @@ def _thread_ranks(
     threads = [
         threading.Thread(target=body, args=(r,), name=f"xtrain-rank{r}", daemon=True) for r in range(world)
     ]
-    for th in threads:
-        th.start()
-    # Wait for every rank; once one has failed, give the others a grace period to reach a
-    # collective and stop, then leave (daemon threads never keep the process alive).
-    grace_deadline: float | None = None
-    while any(th.is_alive() for th in threads):
+    with determinism.serial_torch():
         for th in threads:
-            th.join(timeout=0.2)
-        if failures and grace_deadline is None:
-            grace_deadline = time.monotonic() + min(10.0, timeout_s)
-        if grace_deadline is not None and time.monotonic() > grace_deadline:
-            break
+            th.start()
+        # Wait for every rank; once one has failed, give the others a grace period to reach a
+        # collective and stop, then leave (daemon threads never keep the process alive).
+        grace_deadline: float | None = None
+        while any(th.is_alive() for th in threads):
+            for th in threads:
+                th.join(timeout=0.2)
+            if failures and grace_deadline is None:
+                grace_deadline = time.monotonic() + min(10.0, timeout_s)
+            if grace_deadline is not None and time.monotonic() > grace_deadline:
+                break
     if failures:
         failures.sort(key=lambda f: (isinstance(f[2], PeerFailed), f[0]))  # root cause first
         _, rank, err, tb = failures[0]
@@ -237,7 +241,8 @@ def build_spec(
     """Validate and load every input (tokenizer, tokens, their fit to seq_len) before anything is touched."""
     vocab = load_tokenizer(str(tokenizer)).get_vocab_size()
     run = params.run_config(vocab)
-    TokenData.load(tokens, "cpu").require_fit(run.train.seq_len, tokens)
+    with determinism.serial_torch():  # keeps a thread launcher's main thread free of an OpenMP pool
+        TokenData.load(tokens, "cpu").require_fit(run.train.seq_len, tokens)
     return RunSpec(
         run=run,
         tokens_path=tokens,
