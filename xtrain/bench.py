@@ -32,7 +32,7 @@ from xtrain.config import ModelConfig, RunConfig, TrainConfig
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer
-from xtrain.step_profile import profile_step
+from xtrain.step_profile import profile_step, sync_device
 from xtrain.train import train_step
 
 PEAK_BF16_FLOPS = 989e12  # H100/H200 SXM dense bf16, the MFU denominator
@@ -79,17 +79,12 @@ class Timing:
     windows: list[float]
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_window(step: Callable[[], Any], steps: int, tokens_per_step: int, device: torch.device) -> float:
-    _sync(device)
+    sync_device(device)
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
-    _sync(device)
+    sync_device(device)
     return steps * tokens_per_step / (time.perf_counter() - t0)
 
 

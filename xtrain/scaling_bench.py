@@ -81,7 +81,7 @@ def measure_rank(
     result: str | Path,
     profile_steps: int = 0,
 ) -> None:
-    """One measured process; rank 0 writes {world: windows}. The thread launcher measures every
+    """One measured process; rank 0 writes {world: rank_body's result (windows, profile or None)}. The thread launcher measures every
     world in turn in this one process (a process start and CUDA/NCCL set-up cost ~15 s on an H200
     runner, more than a measurement); a torchrun worker measures its own world."""
     from contracts.fileio import atomic_write_json

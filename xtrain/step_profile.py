@@ -86,7 +86,8 @@ def off_cpu_counters() -> tuple[int, int, float]:
     return ru.ru_nvcsw, ru.ru_nivcsw, steal
 
 
-def _sync(device: torch.device) -> None:
+def sync_device(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -101,12 +102,12 @@ def profile_step(step: Callable[[], Any], device: torch.device, steps: int = 5) 
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.type == "cuda"
-    _sync(device)
+    sync_device(device)
     with profile(activities=[ProfilerActivity.CUDA]) if cuda else contextlib.nullcontext() as prof:
         t0, c0, p0, off0 = time.perf_counter(), time.thread_time(), time.process_time(), off_cpu_counters()
         for _ in range(steps):
             step()
-        _sync(device)
+        sync_device(device)
         wall, host, process = time.perf_counter() - t0, time.thread_time() - c0, time.process_time() - p0
         off = [b - a for a, b in zip(off0, off_cpu_counters(), strict=True)]
     index = device.index if device.index is not None else 0
@@ -131,7 +132,7 @@ def run_steps(step: Callable[[], Any], device: torch.device, steps: int = 5) -> 
     """What the other ranks do while rank 0 profiles: the same steps (same collectives), unprofiled."""
     for _ in range(steps):
         step()
-    _sync(device)
+    sync_device(device)
 
 
 def print_profiles(rows: list[tuple[str, dict[str, Any]]]) -> None:
