@@ -60,11 +60,15 @@ GATES: list[Gate] = [
     Gate(
         id="launcher_parity",
         checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one",
-        threshold=lambda t: f"max rel < {t['launcher_parity']['max_rel']:g}",
-        run=lambda a, t: training.compare_runs(a, "proc", "thread", t["launcher_parity"]["max_rel"]),
-        why="the two launchers must differ only in how ranks start and how gradients travel (seed design: 1.5e-7)",
+        threshold=lambda t: (
+            "as loss_match, thread as the reference: "
+            + ddp.describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
+        ),
+        run=lambda a, t: ddp.launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
+        why="the two launchers must differ only in how ranks start and how gradients travel (seed design: "
+        "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
         investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
-        "any difference means the gradient path changed (DDP bucket order, reduction)",
+        "a samples or step-0 failure means the gradient path changed (DDP bucket order, reduction, sharding)",
     ),
     _cross_rank("thread"),
     _cross_rank("proc"),

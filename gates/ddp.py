@@ -60,14 +60,14 @@ def tier_for(loss_match: dict[str, Any], device: str) -> Tier | None:
     return Tier(device, t["first_step_rtol"], t["prefix_steps"], t["final_val_atol"])
 
 
-def shape_problem(single: Metrics, ddp: Metrics, run: str) -> str | None:
+def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") -> str | None:
     """Why the two runs cannot be compared at all, or None."""
     if single["config_hash"] != ddp["config_hash"]:
         return (
-            f"runs/{run} and runs/single trained different configurations (config_hash "
+            f"runs/{run} and runs/{ref} trained different configurations (config_hash "
             f"{ddp['config_hash']} vs {single['config_hash']}): re-run both with one params.yaml"
         )
-    for m, name in ((single, "single"), (ddp, run)):
+    for m, name in ((single, ref), (ddp, run)):
         n = m["steps"]
         lengths = {
             "train_loss": len(m["train_loss"]),
@@ -82,14 +82,16 @@ def shape_problem(single: Metrics, ddp: Metrics, run: str) -> str | None:
             return f"runs/{name}/metrics.json: {k} has {v} entries for {n} steps (a resumed old run?)"
     if single["device"] != ddp["device"] or single["precision"] != ddp["precision"]:
         return (
-            f"runs/{run} ran on {ddp['device']}/{ddp['precision']}, runs/single on "
+            f"runs/{run} ran on {ddp['device']}/{ddp['precision']}, runs/{ref} on "
             f"{single['device']}/{single['precision']}"
         )
+    if ref != "single" and single["world"] != ddp["world"]:
+        return f"runs/{run} ran at world {ddp['world']}, runs/{ref} at world {single['world']}: set one world"
     return None
 
 
-def check_samples(single: Metrics, ddp: Metrics) -> Check:
-    """Exact: every step's rows, summed over ranks, are the single-device batch."""
+def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
+    """Exact: every step's rows, summed over ranks, are the reference's (single device: the whole batch)."""
     s, d = single["samples"], ddp["samples"]
     bad = [
         i
@@ -97,10 +99,10 @@ def check_samples(single: Metrics, ddp: Metrics) -> Check:
         if (s["count"][i], s["hash_sum"][i]) != (d["count"][i], d["hash_sum"][i])
     ]
     if not bad:
-        return Check("samples", True, f"{len(s['count'])} steps consumed exactly the single-device rows")
+        return Check("samples", True, f"{len(s['count'])} steps consumed exactly the {ref} rows")
     i = bad[0]
     if d["count"][i] != s["count"][i]:
-        why = f"the ranks consumed {d['count'][i]} rows, the batch has {s['count'][i]}: rows missing or duplicated"
+        why = f"the ranks consumed {d['count'][i]} rows, {ref} {s['count'][i]}: rows missing or duplicated"
     else:
         why = (
             f"{d['count'][i]} rows but other samples (hash sum {d['hash_sum'][i]} vs {s['hash_sum'][i]}): "
@@ -114,12 +116,12 @@ def check_samples(single: Metrics, ddp: Metrics) -> Check:
     )
 
 
-def check_dropout(single: Metrics, ddp: Metrics) -> Check:
-    """Exact: every step's dropout masks, summed over ranks, are the ones single device drew."""
+def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
+    """Exact: every step's dropout masks, summed over ranks, are the ones the reference drew."""
     s, d = single["samples"]["dropout_hash_sum"], ddp["samples"]["dropout_hash_sum"]
     bad = [i for i, (a, b) in enumerate(zip(s, d, strict=True)) if a != b]
     if not bad:
-        drawn = "the same masks as single device" if any(s) else "no masks (no dropout), like single device"
+        drawn = f"the same masks as {ref}" if any(s) else f"no masks (no dropout), like {ref}"
         return Check("dropout masks", True, f"{len(s)} steps drew {drawn}")
     i = bad[0]
     what = "none" if d[i] == 0 else "other masks"
@@ -132,7 +134,7 @@ def check_dropout(single: Metrics, ddp: Metrics) -> Check:
     )
 
 
-def check_first_step(single: Metrics, ddp: Metrics, rtol: float) -> Check:
+def check_first_step(single: Metrics, ddp: Metrics, rtol: float, ref: str = "single") -> Check:
     """Tight: identical parameters at step 0, so only float summation order may differ."""
     pairs = {
         "loss[0]": (ddp["train_loss"][0], single["train_loss"][0]),
@@ -156,7 +158,7 @@ def check_first_step(single: Metrics, ddp: Metrics, rtol: float) -> Check:
     return Check(
         "first step",
         False,
-        f"step 0 differs beyond summation order (rel < {rtol:g}): {worst} {a:.7g} vs single {b:.7g}; "
+        f"step 0 differs beyond summation order (rel < {rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
         f"{detail}. {hint}",
     )
 
@@ -166,7 +168,7 @@ def _near_integer_ratio(r: float) -> bool:
 
 
 def check_prefix(
-    single: Metrics, ddp: Metrics, k: int | None, max_rel: float, run: str
+    single: Metrics, ddp: Metrics, k: int | None, max_rel: float, run: str, ref: str = "single"
 ) -> tuple[Check, float]:
     """The user's bound, over the steps before chaos: train losses and the evals inside them."""
     n = len(single["train_loss"]) if k is None else min(k, len(single["train_loss"]))
@@ -182,25 +184,27 @@ def check_prefix(
     scope = f"{n} of {len(single['train_loss'])} steps and {len(ev_rel)} evals"
     if worst < max_rel:
         return Check("prefix", True, f"max rel {fmt(worst)} at step {worst_step} over {scope}"), worst
-    _, first = first_over(rel, ev_rel, max_rel, {"single": single["train_loss"], run: ddp["train_loss"]})
+    _, first = first_over(rel, ev_rel, max_rel, {ref: single["train_loss"], run: ddp["train_loss"]})
     return Check("prefix", False, f"{first}; max rel {fmt(worst)} over {scope}"), worst
 
 
-def check_end(single: Metrics, ddp: Metrics, atol: float) -> Check:
+def check_end(single: Metrics, ddp: Metrics, atol: float, ref: str = "single") -> Check:
     a, b = ddp["final_val_loss"], single["final_val_loss"]
     if a is None or b is None:
         return Check(
             "end", False, "no final validation loss (train.eval_every: 0): the end of the run is unchecked"
         )
     diff = a - b if math.isfinite(a) and math.isfinite(b) else math.inf
-    detail = f"final val {a:.5f} vs single {b:.5f} (diff {diff:+.2e}, tolerance {atol:g})"
+    detail = f"final val {a:.5f} vs {ref} {b:.5f} (diff {diff:+.2e}, tolerance {atol:g})"
     return Check("end", abs(diff) <= atol, detail)
 
 
-def equivalence(single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, Any]) -> Outcome:
-    """The loss_match verdict for runs/<run> against runs/single."""
+def equivalence(
+    single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, Any], ref: str = "single"
+) -> Outcome:
+    """The loss_match verdict for runs/<run> against runs/<ref> (single device, or thread for parity)."""
     max_rel = loss_match["max_rel"]
-    problem = shape_problem(single, ddp, run)
+    problem = shape_problem(single, ddp, run, ref)
     if problem:
         return failed(None, max_rel, problem)
     tier = tier_for(loss_match, ddp["device"])
@@ -210,16 +214,16 @@ def equivalence(single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, A
             max_rel,
             f"params.yaml gates.loss_match.{ddp['device']}: missing: no tolerance tier for runs on {ddp['device']}",
         )
-    prefix, worst = check_prefix(single, ddp, tier.prefix_steps, max_rel, run)
+    prefix, worst = check_prefix(single, ddp, tier.prefix_steps, max_rel, run, ref)
     checks = [
-        check_samples(single, ddp),
-        check_dropout(single, ddp),
-        check_first_step(single, ddp, tier.first_step_rtol),
+        check_samples(single, ddp, ref),
+        check_dropout(single, ddp, ref),
+        check_first_step(single, ddp, tier.first_step_rtol, ref),
         prefix,
-        check_end(single, ddp, tier.final_val_atol),
+        check_end(single, ddp, tier.final_val_atol, ref),
     ]
     threshold = tier.describe(max_rel, len(single["train_loss"]))
-    world = f"world {ddp['world']} vs 1"
+    world = f"world {ddp['world']} vs {single['world']}"
     if all(c.ok for c in checks):
         return passed(worst, threshold, f"{world}: " + "; ".join(c.detail for c in checks))
     bad = [c for c in checks if not c.ok]
@@ -227,7 +231,7 @@ def equivalence(single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, A
         "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
         "too tight for this profile (docs/ddp-gate.md)"
         if [c.name for c in bad] == ["end"]
-        else "see docs/ddp-gate.md; compare runs/single/loss.csv with " + f"runs/{run}/loss.csv"
+        else f"see docs/ddp-gate.md; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
     )
     return failed(
         worst,
@@ -254,3 +258,15 @@ def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
     single, ddp = run_metrics(a, "single"), run_metrics(a, run)
     refused = refuse(a, [("single", single), (run, ddp)], loss_match["max_rel"])  # not what params says
     return refused or equivalence(single, ddp, run, loss_match)
+
+
+def launcher_parity(a: Artifacts, loss_match: dict[str, Any], max_rel: float) -> Outcome:
+    """torchrun (proc) against thread-per-rank at the same world, judged like loss_match.
+
+    Two launchers at world > 2 may reduce in different orders (NCCL picks rings or trees per
+    communicator): a one-ulp difference that chaos amplifies over a whole run. So parity is judged
+    with the DDP gate's design and the device's tier; only the prefix bound is launcher_parity's own.
+    """
+    thread, proc = run_metrics(a, "thread"), run_metrics(a, "proc")
+    refused = refuse(a, [("thread", thread), ("proc", proc)], max_rel)
+    return refused or equivalence(thread, proc, "proc", {**loss_match, "max_rel": max_rel}, ref="thread")

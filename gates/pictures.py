@@ -103,20 +103,26 @@ def loss_match(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
 def launcher_parity(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     max_rel = t["launcher_parity"]["max_rel"]
     got, ref = _metrics_pair(a, "proc", "thread")
+    # Judged like loss_match: the bound holds over the device tier's prefix; later steps are drawn, not judged.
+    tier = ddp.tier_for(t["loss_match"], got["device"])
+    prefix = tier.prefix_steps if tier is not None else None
     rel = rel_diffs(got["train_loss"], ref["train_loss"])
     fig, (top, bottom) = plots.figure(2, 1)
     steps = list(range(len(rel)))
-    marked = [i for i, r in enumerate(rel) if not r < max_rel]
+    judged = len(rel) if prefix is None else min(prefix, len(rel))
+    marked = [i for i, r in enumerate(rel[:judged]) if not r < max_rel]
     plots.overlay(top, steps, ref["train_loss"], got["train_loss"], ("thread", "proc (torchrun)"), marked)
     top.set_ylabel("train loss (nats/token)")
-    top.set_title("torchrun (proc) vs thread-per-rank training loss")
-    first = _rel_panel(bottom, got, ref, "proc", "thread", max_rel)
+    top.set_title(f"torchrun (proc) vs thread-per-rank training loss, world {got['world']}")
+    first = _rel_panel(bottom, got, ref, "proc", "thread", max_rel, prefix)
+    span = "every step" if prefix is None else f"the first {prefix} steps (the tier's prefix)"
     where = f" First step over: {first}." if first is not None else ""
     return Picture(
         plots.to_svg(fig),
-        f"Top: both trajectories (loss in nats per token), steps over the limit marked ×. Bottom: their "
-        f"relative difference per step (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every point "
-        f"below the dashed line (max rel {max_rel:g}).{where}",
+        f"Top: both trajectories (loss in nats per token), judged steps over the limit marked ×. Bottom: "
+        f"their relative difference over {span} (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every "
+        f"point below the dashed line (max rel {max_rel:g}); the gate also checks samples, dropout masks, "
+        f"step 0 and the final val loss exactly as loss_match does (its message).{where}",
     )
 
 

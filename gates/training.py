@@ -1,4 +1,4 @@
-"""Training gates: DDP vs single-device loss, launcher parity, cross-rank agreement, finiteness.
+"""Training gates: cross-rank agreement, finiteness, and the run reading the others share.
 
 Every gate first checks each run's shape against the resolved params (gates/expect.py): a run
 whose config, steps, eval cadence or world differs from params is refused, never compared.
@@ -10,7 +10,7 @@ from typing import Any
 
 from gates import expect
 from gates.artifacts import Artifacts, NonFinite, StageNotRun
-from gates.outcome import Outcome, failed, first_over, fmt, passed, rel_diffs
+from gates.outcome import Outcome, failed, fmt, passed
 
 # param_sum is a float64 sum over n parameters: equal replicas may still differ by this much per
 # parameter and unit of the sum's size (one rounding per addition).
@@ -34,43 +34,6 @@ def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any)
         threshold,
         "; ".join(problems) + ". Refusing to compare runs that are not what params.yaml "
         "describes: rerun them (dvc repro) with this params.yaml",
-    )
-
-
-def compare_runs(a: Artifacts, run: str, reference: str, max_rel: float) -> Outcome:
-    """Run `run`'s loss trajectory against `reference`'s, step by step (train and eval losses)."""
-    ref, got = run_metrics(a, reference), run_metrics(a, run)
-    refused = refuse(a, [(reference, ref), (run, got)], max_rel)
-    if refused:
-        return refused
-    rel = rel_diffs(got["train_loss"], ref["train_loss"])
-    ev_ref = {e["step"]: e["loss"] for e in ref["eval"]}
-    ev_rel = {
-        e["step"]: rel_diffs([e["loss"]], [ev_ref[e["step"]]])[0] for e in got["eval"] if e["step"] in ev_ref
-    }
-    worst_step = max(range(len(rel)), key=rel.__getitem__)
-    worst = max(rel[worst_step], max(ev_rel.values(), default=0.0))
-    if worst < max_rel:
-        return passed(
-            worst,
-            max_rel,
-            f"max rel {fmt(worst)} at step {worst_step} over {len(rel)} steps "
-            f"and {len(ev_rel)} evals (world {got['world']} vs {ref['world']})",
-        )
-    step_first, first = first_over(
-        rel, ev_rel, max_rel, {reference: ref["train_loss"], run: got["train_loss"]}
-    )
-    hint = (
-        "differs from the first step: the gradient reduction or the sharding changed"
-        if step_first and not rel[0] < max_rel
-        else "grows during training: a reduction-order change amplified by a chaotic config (lr too high?) "
-        "or a real divergence; see docs/ddp-parity.md"
-    )
-    return failed(
-        worst,
-        max_rel,
-        f"{first}; max rel {fmt(worst)}. It {hint}. Next: compare "
-        f"runs/{reference}/loss.csv with runs/{run}/loss.csv (dvc plots show)",
     )
 
 
