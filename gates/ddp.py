@@ -65,7 +65,8 @@ def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") 
     if single["config_hash"] != ddp["config_hash"]:
         return (
             f"runs/{run} and runs/{ref} trained different configurations (config_hash "
-            f"{ddp['config_hash']} vs {single['config_hash']}): re-run both with one params.yaml"
+            f"{ddp['config_hash']} vs {single['config_hash']}; {config_diff(single['config'], ddp['config'])}): "
+            "re-run both with one config"
         )
     for m, name in ((single, ref), (ddp, run)):
         n = m["steps"]
@@ -88,6 +89,23 @@ def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") 
     if ref != "single" and single["world"] != ddp["world"]:
         return f"runs/{run} ran at world {ddp['world']}, runs/{ref} at world {single['world']}: set one world"
     return None
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    return {
+        k: v for key, sub in d.items() for k, v in _flat(sub, f"{prefix}.{key}" if prefix else key).items()
+    }
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], limit: int = 3) -> str:
+    """Which config keys differ, so a user sees `train.grad_accum 1 vs 2`, not only two hashes."""
+    fa, fb = _flat(a), _flat(b)
+    keys = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, "<absent>") != fb.get(k, "<absent>"))
+    shown = ", ".join(f"{k} {fb.get(k, '<absent>')!r} vs {fa.get(k, '<absent>')!r}" for k in keys[:limit])
+    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    return f"differing keys: {shown}{more}" if keys else "the configs are equal: a hash was edited"
 
 
 def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:

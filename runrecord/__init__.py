@@ -1,0 +1,21 @@
+"""Record any training loop as the run record the gates judge (runs/<launcher>/metrics.json).
+
+Public, versioned API (API_VERSION; docs/byo-trainer.md): a user's loop depends on it.
+
+    from runrecord import RunRecorder
+    rec = RunRecorder(config={"seed": 0, "model": {...}, "train": {...}}, tokens_per_step=B * T)
+    for step, (sample_ids, batch) in enumerate(loader):
+        rec.samples(sample_ids)                      # the dataset indices this rank consumed
+        ...
+        rec.step(loss=loss.item(), grad_norm=norm.item(), lr=lr)   # norm before clipping
+    rec.eval(step=steps, loss=val_loss)
+    rec.finish(model, "runs/proc")                   # every rank calls it; rank 0 writes, atomically
+
+Adapters: `runrecord.hf` (a transformers TrainerCallback and an indexed collator). Under torchrun
+the recorder uses the initialised torch.distributed group (gloo or NCCL) for its few collectives,
+all at finish(): nothing is communicated per step.
+"""
+
+from runrecord.recorder import API_VERSION, RunRecorder
+
+__all__ = ["API_VERSION", "RunRecorder"]
