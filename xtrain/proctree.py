@@ -146,6 +146,8 @@ class WorkerGuard:
                 sender = "torchrun agent" if info.si_pid == os.getppid() else f"pid {info.si_pid}"
                 self.exit(128 + sig, f"{sig.name} from {sender}")
             if poller.poll(0) or (self.pidfd is None and not alive(self.launcher)):
+                if self.rank == 0:  # the launcher could not clean its heartbeat folder
+                    shutil.rmtree(self.beat.parent, ignore_errors=True)
                 os.kill(os.getpid(), signal.SIGKILL)  # the launcher is gone: nothing may outlive it
             with contextlib.suppress(OSError):
                 os.utime(self.beat)
@@ -314,6 +316,8 @@ class Tree:
                     f"and exited {rc}: it was signalled or failed"
                 )
             raise TreeFailed(f"rank {r.rank} (pid {r.pid}) was stopped by {r.reason}; torchrun exited {rc}")
+        if not said:
+            raise TreeFailed(f"torchrun (pid {self.agent.pid}) exited {rc} before any rank reported")
         return rc  # the failing rank said why itself (one line)
 
     def kill(self) -> None:
