@@ -27,6 +27,8 @@ import os, subprocess, sys, time
 marker, modes = sys.argv[1], sys.argv[2].split(",")
 WORKER = '''
 import os, signal, sys, time
+if sys.argv[1] == "stop":
+    os.kill(os.getpid(), signal.SIGSTOP)
 from xtrain import proctree
 proctree.set_parent_death_signal(signal.SIGKILL)  # as pipeline.train's workers (die_with_parent)
 guard = proctree.guard_worker(int(os.environ["RANK"]))
@@ -98,8 +100,8 @@ def test_a_rank_that_fails_speaks_for_itself(marker: str, capfd: pytest.CaptureF
 def _stop_rank_1_when_beating(marker: str, sig: int) -> None:
     def act() -> None:
         wait_for(lambda: len(tree(marker)) == 3, 30)  # the agent and two workers
-        time.sleep(0.5)
         rank1 = next(p for p in tree(marker) if p.environ().get("RANK") == "1")
+        wait_for(lambda: (Path(rank1.environ()[proctree.HEARTBEAT_ENV]) / "rank-1.beat").exists(), 30)
         rank1.send_signal(sig)
 
     threading.Thread(target=act, daemon=True).start()
@@ -111,6 +113,13 @@ def test_a_stopped_rank_is_named(marker: str) -> None:
     with pytest.raises(proctree.TreeFailed, match=r"rank 1 \(pid \d+\) hung: .* it is stopped \(SIGSTOP\?\)"):
         proctree.supervise(agent_cmd(marker, "hang", "hang"), 2, 2)
     assert time.monotonic() - t0 < 2 + 15
+    assert wait_for(lambda: not tree(marker), GRACE_S)
+
+
+def test_a_rank_stopped_before_its_first_heartbeat_is_named(marker: str) -> None:
+    """rank 1 is stopped at once (a worker stopped while importing torch): it never beats."""
+    with pytest.raises(proctree.TreeFailed, match=r"rank 1 never started: no heartbeat"):
+        proctree.supervise(agent_cmd(marker, "hang", "stop"), 2, 2)
     assert wait_for(lambda: not tree(marker), GRACE_S)
 
 

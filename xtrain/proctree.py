@@ -249,6 +249,7 @@ class Tree:
 
     def __init__(self, cmd: list[str], world: int, timeout_s: float) -> None:
         self.world, self.timeout_s = world, timeout_s
+        self.first_beat: float | None = None  # when the launcher first saw a rank's heartbeat
         self.beats = Path(tempfile.mkdtemp(prefix="xtrain-tree-"))
         me = os.getpid()
         env = {**os.environ, LAUNCHER_ENV: str(me), HEARTBEAT_ENV: str(self.beats)}
@@ -260,7 +261,7 @@ class Tree:
         """Until the agent exits; a hung rank or a silent death stops the job at once."""
         while (rc := self.agent.poll()) is None:
             ranks = read_ranks(self.beats)
-            problem = self._hung(ranks) or self._silent(ranks)
+            problem = self._hung(ranks) or self._unstarted(ranks) or self._silent(ranks)
             if problem:
                 self.kill()
                 raise TreeFailed(f"{problem}; the job was stopped")
@@ -281,6 +282,19 @@ class Tree:
         return (
             f"rank {r.rank} (pid {r.pid}) hung: no heartbeat for {r.beat_age:.1f} s "
             f"(launchers.timeout_s={self.timeout_s:g}); it {how}"
+        )
+
+    def _unstarted(self, ranks: dict[int, RankState]) -> str:
+        """A rank with no heartbeat timeout_s after another's first one (stopped while starting)."""
+        now = time.monotonic()
+        if ranks and self.first_beat is None:
+            self.first_beat = now
+        missing = [r for r in range(self.world) if r not in ranks]
+        if self.first_beat is None or not missing or now - self.first_beat <= self.timeout_s:
+            return ""
+        return (
+            f"rank {missing[0]} never started: no heartbeat {now - self.first_beat:.1f} s after the first "
+            f"rank's (launchers.timeout_s={self.timeout_s:g})"
         )
 
     def _silent(self, ranks: dict[int, RankState]) -> str:
@@ -321,18 +335,21 @@ class Tree:
         return rc  # the failing rank said why itself (one line)
 
     def kill(self) -> None:
-        """SIGKILL the agent's group and every rank's (a stopped rank too); wait until all are gone."""
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, CAUGHT)  # a second signal must not cut this short
+        """SIGKILL the agent, everything it started (a rank that never beat, a stopped one) and every
+        rank with a heartbeat; wait until all are gone. A second signal must not cut this short."""
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, CAUGHT)
         try:
+            family = [(r.pid, r.start) for r in read_ranks(self.beats).values()]
             if self.agent.poll() is None:  # not reaped: its pid is still ours
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.agent.pid, signal.SIGKILL)
-            ranks = read_ranks(self.beats).values()
-            for r in ranks:
-                if alive(r.pid, r.start):
-                    _kill(r.pid)
+                    os.kill(self.agent.pid, signal.SIGSTOP)  # it can start nothing while we look
+                family += descendants(self.agent.pid)
+                _kill(self.agent.pid)
+            for pid, start in family:
+                if alive(pid, start):
+                    _kill(pid)
             deadline = time.monotonic() + 10
-            while any(alive(r.pid, r.start) for r in ranks) and time.monotonic() < deadline:
+            while any(alive(pid, start) for pid, start in family) and time.monotonic() < deadline:
                 time.sleep(0.05)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.agent.wait(max(0.0, deadline - time.monotonic()))
@@ -344,8 +361,24 @@ class Tree:
         shutil.rmtree(self.beats, ignore_errors=True)
 
 
+def descendants(pid: int) -> list[tuple[int, int]]:
+    """(pid, start) of every live descendant of `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (st := proc_stat(int(entry.name))) is not None:
+            children.setdefault(st.ppid, []).append(int(entry.name))
+            starts[int(entry.name)] = st.start
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append((p, starts[p]))
+        todo += children.get(p, [])
+    return found
+
+
 def _kill(pid: int) -> None:
-    """SIGKILL a rank and its process group (torchrun starts each worker in its own session)."""
+    """SIGKILL a process and its process group (torchrun starts each worker in its own session)."""
     for kill in (os.kill, os.killpg):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
