@@ -132,7 +132,10 @@ class WorkerGuard:
         _write(self.beat, f"{os.getpid()} {st.start if st else 0}\n")
         # Caught signals wait for the watcher thread (threads started later inherit the mask): it
         # learns who sent one even while the main thread blocks in a collective.
+        # Processes this one starts inherit the mask: a fork child gets it back; an exec'd one keeps
+        # it (CPU ranks start none; torch.compile's workers watch their parent and use SIGKILL).
         signal.pthread_sigmask(signal.SIG_BLOCK, CAUGHT)
+        os.register_at_fork(after_in_child=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, CAUGHT))
         threading.Thread(target=self._watch, name="xtrain-tree-watch", daemon=True).start()
 
     def _watch(self) -> None:
