@@ -33,7 +33,9 @@ from xtrain import proctree
 proctree.set_parent_death_signal(signal.SIGKILL)  # as pipeline.train's workers (die_with_parent)
 guard = proctree.guard_worker(int(os.environ["RANK"]))
 mode = sys.argv[1]
-if mode == "ok":
+if mode == "late":
+    time.sleep(1)
+if mode in ("ok", "late"):
     guard and guard.mark(0)
     sys.exit(0)
 if mode == "quiet":
@@ -136,6 +138,21 @@ def test_a_terminated_rank_is_named_with_its_sender(marker: str) -> None:
         proctree.TreeFailed, match=rf"rank 1 \(pid \d+\) was stopped by SIGTERM from pid {os.getpid()}"
     ):
         proctree.supervise(agent_cmd(marker, "hang", "hang"), 2, 30)
+
+
+def test_a_stopped_agent_is_named(marker: str) -> None:
+    """Both ranks finish, but the agent was stopped: the launcher does not wait forever."""
+
+    def stop_agent() -> None:
+        wait_for(lambda: len(tree(marker)) == 3, 30)  # the agent and its two workers
+        next(p for p in tree(marker) if "late,late" in p.cmdline()).suspend()
+
+    threading.Thread(target=stop_agent, daemon=True).start()
+    with pytest.raises(
+        proctree.TreeFailed, match=r"torchrun agent \(pid \d+\) hung: .* after its last rank exited"
+    ):
+        proctree.supervise(agent_cmd(marker, "late", "late"), 2, 2)
+    assert wait_for(lambda: not tree(marker), GRACE_S)
 
 
 LAUNCHER = """

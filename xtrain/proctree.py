@@ -264,7 +264,9 @@ class Tree:
         """Until the agent exits; a hung rank or a silent death stops the job at once."""
         while (rc := self.agent.poll()) is None:
             ranks = read_ranks(self.beats)
-            problem = self._hung(ranks) or self._unstarted(ranks) or self._silent(ranks)
+            problem = (
+                self._hung(ranks) or self._unstarted(ranks) or self._silent(ranks) or self._agent_hung(ranks)
+            )
             if problem:
                 self.kill()
                 raise TreeFailed(f"{problem}; the job was stopped")
@@ -299,6 +301,15 @@ class Tree:
             f"rank {missing[0]} never started: no heartbeat {now - self.first_beat:.1f} s after the first "
             f"rank's (launchers.timeout_s={self.timeout_s:g})"
         )
+
+    def _agent_hung(self, ranks: dict[int, RankState]) -> str:
+        """Every rank has left but the agent does not exit (stopped, or stuck)."""
+        if len(ranks) < self.world or any(r.code is None for r in ranks.values()):
+            return ""
+        idle = time.time() - max(r.exited_at for r in ranks.values())
+        if idle <= self.timeout_s:
+            return ""
+        return f"torchrun agent (pid {self.agent.pid}) hung: {idle:.1f} s after its last rank exited"
 
     def _silent(self, ranks: dict[int, RankState]) -> str:
         for r in sorted(ranks.values(), key=lambda r: r.rank):
