@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -143,3 +144,4 @@ def test_random_kills_leave_no_orphan_and_the_run_whole(
     finally:
         stop_group(launcher)
         kill_all(marker)
+        shutil.rmtree(root, ignore_errors=True)
