@@ -10,6 +10,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export DVC_NO_ANALYTICS=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+# Property tests (Hypothesis) run their larger profile here; CI runs a few examples each.
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-nightly}"
 # NVLink multicast can take a shared host's GPUs down: keep it off (see the runner's notes).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ART="${ARTIFACTS:-artifacts}"

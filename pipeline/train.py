@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 from contracts import artifacts
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
-from xtrain import launch
+from xtrain import launch, proctree
 from xtrain.cli import add_params_args
 from xtrain.config import LaunchConfig, load_params
 from xtrain.train import RunSpec
@@ -78,24 +77,34 @@ def train_here(args: argparse.Namespace) -> int:
 
 
 def torchrun_worker(args: argparse.Namespace) -> int:
-    """A torchrun worker: dies with its agent; a failure is one line naming the rank, then a hard exit."""
+    """A torchrun worker: dies with its agent (and with our launcher, xtrain/proctree.py); a failure
+    is one line naming the rank, then a hard exit."""
     launch.die_with_parent()
     rank = int(os.environ["RANK"])
+    guard = proctree.guard_worker(rank)
+    code = worker_body(args, rank)
+    if code == 0:
+        if guard is not None:
+            guard.mark(0)
+        return 0
+    sys.stdout.flush()
+    if guard is not None:
+        guard.exit(code, "error")
+    # Leave now: interpreter shutdown would wait on the broken process group's threads.
+    os._exit(code)
+
+
+def worker_body(args: argparse.Namespace, rank: int) -> int:
     try:
         cfg, spec = load(args)
         launch.run_proc_rank(spec, cfg.timeout_s, cfg.grad_sync)
     except ValidationError as e:  # the same on every rank: rank 0 says it
-        code = report(e) if rank == 0 else e.exit_code
-        os._exit(code)
+        return report(e) if rank == 0 else e.exit_code
     except (XtrainError, OSError) as e:
-        code = report(e, prefix="" if isinstance(e, launch.RankFailed) else f"rank {rank}: ")
-        sys.stdout.flush()
-        # Leave now: interpreter shutdown would wait on the broken process group's threads.
-        os._exit(code)
+        return report(e, prefix="" if isinstance(e, launch.RankFailed) else f"rank {rank}: ")
     except Exception:
         traceback.print_exc()
-        sys.stdout.flush()
-        os._exit(1)
+        return 1
     return 0
 
 
@@ -113,9 +122,26 @@ def proc_command(argv: list[str]) -> list[str]:
 
 
 def start_torchrun(argv: list[str]) -> int:
-    cmd = proc_command(argv)
+    """torchrun as this launcher's process tree; the finished run is committed here, while alive."""
+    args = parse_args(argv)
+    cfg = load_params(args.params, args.overrides).launch_config()
+    world = args.world or cfg.proc_world
+    cmd = launch.torchrun_cmd(world, "pipeline.train", *argv)
     print(f"[proc] {shlex.join(cmd)}", flush=True)
-    return subprocess.run(cmd, check=False).returncode
+    try:
+        code = proctree.supervise(cmd, world, cfg.timeout_s)
+    except proctree.Interrupted as e:
+        print(
+            f"error: launcher: {e}: its torchrun agent and workers were killed; {run_dir(args)} is unchanged",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 128 + e.signum
+    except proctree.TreeFailed as e:
+        return report(e)
+    if code == 0:
+        proctree.commit(run_dir(args))
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if "RANK" in os.environ and args.launcher == "proc":  # a torchrun worker (one node or many)
         return torchrun_worker(args)
+    proctree.die_with_caller()
     try:
         code = start_torchrun(argv) if args.launcher == "proc" else train_here(args)
         if code == 0:  # also on a torchrun worker's write: read it back

@@ -33,7 +33,7 @@ import torch
 
 from contracts.errors import XtrainError, moved, one_line
 from contracts.validate import ValidationError
-from xtrain import determinism, rundir
+from xtrain import determinism, proctree, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
 from xtrain.config import LaunchConfig, Params, check_world
 from xtrain.data import TokenData
@@ -106,8 +106,9 @@ def _prepare_process(spec: RunSpec, device: torch.device, ranks_on_host: int) ->
 
 
 @contextlib.contextmanager
-def staged(spec: RunSpec, writer: bool) -> Iterator[RunSpec]:
-    """The spec, writing into the staging directory; it replaces the run directory if the body succeeds.
+def staged(spec: RunSpec, writer: bool, commit: bool = True) -> Iterator[RunSpec]:
+    """The spec, writing into the staging directory; it replaces the run directory if the body succeeds
+    (with commit=False the caller's launcher does that: xtrain/proctree.py).
 
     Only the writer (rank 0) creates, commits or discards it; the other ranks read it to resume.
     """
@@ -122,7 +123,7 @@ def staged(spec: RunSpec, writer: bool) -> Iterator[RunSpec]:
         if writer:
             rundir.discard_unless_progressed(staging, start)
         raise
-    if writer:
+    if writer and commit:
         rundir.commit(staging, spec.run_dir)
 
 
@@ -203,7 +204,7 @@ def run_proc_rank(
     check_world(spec.run.train, world, "torchrun --nproc-per-node (WORLD_SIZE)")
     device = device_for(spec.run.train.device, local_rank)
     spec = _prepare_process(spec, device, local_world)
-    with staged(spec, writer=rank == 0) as spec, cuda_device(device):
+    with staged(spec, writer=rank == 0, commit=not proctree.launcher_commits()) as spec, cuda_device(device):
         comm = ProcComm(rank, world, device, timeout_s, grad_sync)
         comm.barrier()  # rank 0 has prepared the staging directory before anyone reads it
         try:
