@@ -22,6 +22,7 @@ from contracts.validate import load_json, load_schema
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 from gates.__main__ import main as gates_main
 from xtrain.export import export
+from xtrain.pilot_cells import CELLS
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -33,8 +34,12 @@ def work(gate_tree: Path, tmp_path: Path) -> Path:
 
 def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
     code, report = check(work)
-    failing = {g["id"]: g["message"] for g in report["gates"] if g["status"] != "pass"}
-    assert code == 0, failing
+    cuda_only = {"pilot.compile", "pilot.bf16"}  # skip on the CPU profile (docs/pilot.md)
+    failing = {
+        g["id"]: g["message"] for g in report["gates"] if g["status"] != "pass" and g["id"] not in cuda_only
+    }
+    assert code == 0 and not failing, failing
+    assert all(gate(report, c)["status"] == "skip" for c in cuda_only)
     assert [g["id"] for g in report["gates"]] == [
         "loss_match.thread",
         "loss_match.proc",
@@ -49,6 +54,7 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
         "scaling",
         "perf.throughput",
         "perf.memory",
+        *(f"pilot.{c}" for c in CELLS),
     ]
     load_json(str(work / "reports/gates.json"), load_schema("gates_report.schema.json"))
     assert gate(report, "loss_match.thread")["measured"] < 1e-3

@@ -20,6 +20,7 @@ Feature-path bugs, from that step on (the pilot gates must fail each one; docs/p
 - `accum_undivided`: the micro-batch loss is not divided by grad_accum.
 - `resume_drop_v`: a resume restores Adam's exp_avg_sq as zeros (the second moment dropped).
 - `bf16_no_master`: bf16 training casts the weights to bf16: no fp32 master weights (KI-2).
+- `fused_lr_frozen`: with fused AdamW the schedule never reaches the optimizer (it keeps train.lr).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ FEATURE_BUG_KINDS = (
     "accum_undivided",
     "resume_drop_v",
     "bf16_no_master",
+    "fused_lr_frozen",
 )
 EVERY_RANK = -1
 
@@ -132,6 +134,11 @@ def drops_adam_v(rank: int, step: int) -> bool:
 def bf16_weights(rank: int) -> bool:
     """`bf16_no_master`: whether bf16 training casts the weights themselves to bf16."""
     return _hits("bf16_no_master", rank, 0)
+
+
+def fused_lr_frozen(rank: int, step: int) -> bool:
+    """`fused_lr_frozen`: whether the fused optimizer misses this step's learning rate."""
+    return _hits("fused_lr_frozen", rank, step)
 
 
 def recompute_drift(rank: int) -> bool:

@@ -344,7 +344,8 @@ class Trainer:
         check_train_mode(self.model)
         poison = faults.at_step(comm.rank, step)
         lr = lr_at(step, t)
-        set_lr(self.opt, lr)
+        if not (t.fused_adamw and faults.fused_lr_frozen(comm.rank, step)):
+            set_lr(self.opt, lr)
         batch = step_batch(
             self.data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
