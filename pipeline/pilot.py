@@ -72,15 +72,36 @@ def worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_proc(argv: list[str], params: Params, staging: Path) -> float:
-    t0 = time.perf_counter()
-    cmd = launch.torchrun_cmd(
-        params.launch_config().proc_world, "pipeline.pilot", *argv, "--staging", str(staging)
-    )
-    print(f"[pilot] proc: torchrun with {params.launch_config().proc_world} workers", flush=True)
-    if subprocess.run(cmd, check=False).returncode != 0:
+def start_proc(argv: list[str], params: Params, staging: Path) -> subprocess.Popen:
+    """The torchrun job, started first: its start-up (three interpreters importing torch) overlaps
+    the in-process runs."""
+    world = params.launch_config().proc_world
+    cmd = launch.torchrun_cmd(world, "pipeline.pilot", *argv, "--staging", str(staging))
+    print(f"[pilot] proc: torchrun with {world} workers", flush=True)
+    return subprocess.Popen(cmd)
+
+
+def wait_proc(job: subprocess.Popen, staging: Path, t0: float) -> float:
+    if job.wait() != 0:
         raise XtrainError(f"{staging}: the torchrun pilot job failed (its workers' lines above)")
     return time.perf_counter() - t0
+
+
+def local_runs(
+    params: Params,
+    args: argparse.Namespace,
+    cells: list[str],
+    launchers: list[str],
+    staging: Path,
+    seconds: dict,
+) -> None:
+    """Every cell's single and thread runs, in this process."""
+    cfg = params.launch_config()
+    for cell in cells:
+        for launcher in (x for x in launchers if x != "proc"):
+            specs = cell_specs(params, cell, launcher, staging, args.tokens, args.tokenizer)
+            seconds[cell][launcher] = run_here(specs, launcher, cfg.thread_world, cfg.timeout_s)
+            print(f"[pilot] {cell} {launcher}: {seconds[cell][launcher]:.1f}s", flush=True)
 
 
 def index(params: Params, cells: list[str], launchers: list[str], seconds: dict, wall: float) -> dict:
@@ -117,13 +138,15 @@ def train_all(argv: list[str], args: argparse.Namespace) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     seconds: dict[str, dict[str, float]] = {c: {} for c in cells}
-    cfg = params.launch_config()
-    for cell in cells:
-        for launcher in (x for x in launchers if x != "proc"):
-            specs = cell_specs(params, cell, launcher, staging, args.tokens, args.tokenizer)
-            seconds[cell][launcher] = run_here(specs, launcher, cfg.thread_world, cfg.timeout_s)
-            print(f"[pilot] {cell} {launcher}: {seconds[cell][launcher]:.1f}s", flush=True)
-    proc_s = run_proc(argv, params, staging) if "proc" in launchers else None  # one job, every cell
+    job = start_proc(argv, params, staging) if "proc" in launchers else None
+    try:
+        local_runs(params, args, cells, launchers, staging, seconds)
+    except BaseException:
+        if job is not None:
+            job.kill()
+            job.wait()
+        raise
+    proc_s = wait_proc(job, staging, t0) if job is not None else None  # one job, every cell
     drop_checkpoints(staging)
     record = index(params, cells, launchers, seconds, time.perf_counter() - t0)
     record["proc_job_s"] = proc_s

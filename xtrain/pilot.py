@@ -29,7 +29,7 @@ def cell_specs(
     run_dir = str(out / cell / launcher)
     spec = launch.build_spec(cell_params(params, cell), launcher, run_dir, tokens, tokenizer, False)
     if cell != "resume":
-        return [spec]
+        return [dataclasses.replace(spec, checkpoints=False)]  # 0.25 s of a 0.6 s CPU run
     stop = pilot_section(params)["resume_at"]
     return [dataclasses.replace(spec, stop_after=stop), dataclasses.replace(spec, resume=True)]
 

@@ -59,6 +59,7 @@ class RunSpec:
     env: dict[str, Any] = field(default_factory=dict)
     determinism: dict[str, Any] = field(default_factory=dict)
     stop_after: int | None = None  # stop after this step's checkpoint, as if killed (the pilot's resume cell)
+    checkpoints: bool = True  # False: no checkpoint is written or resumed (the pilot's other cells)
 
 
 @dataclass
@@ -257,7 +258,9 @@ class Checkpointer:
     def for_rank(cls, spec: RunSpec, rank: int) -> Checkpointer:
         t = spec.run.train
         ckpts = (
-            CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints) if spec.run_dir else None
+            CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints)
+            if spec.run_dir and spec.checkpoints
+            else None
         )
         return cls(spec, ckpts, rank == 0 and spec.run_dir is not None, rank)
 
