@@ -32,7 +32,7 @@ from xtrain.pilot_cells import CELLS, cell_params, cells_for, pilot_section
 
 Metrics = dict[str, Any]
 STAGE = "pilot"
-EXACT_SERIES = ("train_loss", "grad_norm", "lr")
+EXACT_SERIES = ("grad_norm", "train_loss", "lr")  # gradients first: KI-3 moves them before the loss
 
 
 def run_path(cell: str, launcher: str) -> str:

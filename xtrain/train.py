@@ -392,7 +392,7 @@ def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec:
     if model.cfg.recompute and faults.recompute_drift(comm.rank):
         drift = faults.RecomputeDrift()
         for layer in model.model.layers:
-            layer.register_forward_hook(drift)
+            layer.register_forward_pre_hook(drift)
     module = comm.wrap(model)
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
