@@ -452,7 +452,15 @@ def pilot_cell(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     cell = gate_id.split(".", 1)[1]
     assert a.params is not None
     if cell not in pilot.cells_for(a.params):
-        raise NoPicture(f"cell {cell} is not run on profile {a.params['profile']} (params.yaml pilot.cells)")
+        where = [k for k, v in pilot.pilot_section(a.params)["cells"].items() if cell in v]
+        return Picture(
+            f"<table class='files'><tr><td>cell {escape(cell)} ({escape(pilot.CELLS[cell].what)})</td>"
+            f"<td>not run on profile {escape(a.params['profile'])}; runs on: {escape(', '.join(where) or 'none')}"
+            "</td></tr></table>",
+            "The cell is not in params.yaml pilot.cells for this profile: skip, never a pass (docs/pilot.md "
+            "says why). Pass, where it runs: every launcher agrees with the cell's single-device run and the "
+            "feature with its reference cell.",
+        )
     ref_cell = pilot.CELLS[cell].reference
     launchers = pilot.pilot_section(a.params)["launchers"]
     fig, axes = plots.figure(len(launchers), 1, height=2.2)

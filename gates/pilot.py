@@ -226,5 +226,8 @@ def cell_gate(a: Artifacts, cell: str, t: dict[str, Any] | None) -> Outcome:
     if bad:
         return failed(worst, threshold, f"cell {cell} ({CELLS[cell].what}): " + " | ".join(bad)
                       + ". Next: docs/pilot.md; runs/pilot/<cell>/<launcher>/loss.csv")  # fmt: skip
-    summary = "; ".join(f"{x}: " + ", ".join(c.name for c in cs) + " ok" for x, (cs, _) in results.items())
+    summary = "; ".join(
+        f"{x}: " + (", ".join(c.name for c in cs) + " ok" if cs else "the reference run")
+        for x, (cs, _) in results.items()
+    )
     return passed(worst, threshold, f"cell {cell} ({CELLS[cell].what}): {summary}")

@@ -57,8 +57,7 @@ CELLS: dict[str, Cell] = {
             (*DROPOUT_SETS, "train.grad_accum=2", "model.recompute=true", "train.fused_adamw=true"),
             "dropout",
             "equivalent",
-            "every feature at once (dropout, grad_accum 2, recompute, fused AdamW; on cuda also bf16 "
-            "and compile)",
+            "every feature at once (dropout, grad_accum 2, recompute, fused AdamW; on cuda also bf16)",
         ),
     )
 }
@@ -74,7 +73,9 @@ FEATURES_OFF = (
     "train.fused_adamw=false",
     "train.precision=fp32",
 )
-CUDA_ALL = ("train.precision=bf16", "train.compile=true", "train.compile_mode=default")
+# The seed's full-stack pilot on cuda: bf16 too. Not compile: the dropout masks' per-row generators
+# break its graphs, and it has its own cell.
+CUDA_ALL = ("train.precision=bf16",)
 
 
 def pilot_section(params: Params) -> dict:
