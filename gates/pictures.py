@@ -477,8 +477,9 @@ def pilot_cell(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
         plots.to_svg(fig),
         f"Per launcher, the relative difference of the training loss (dots) and eval loss (squares) of cell "
         f"{cell} against cell {ref_cell} on the same launcher (log scale; bitwise equal drawn at "
-        f"{plots.ZERO_FLOOR:g}); the dashed line is max rel {max_rel:g}. An exact cell must sit on the floor; "
-        "the dropout cell must sit above min_effect (dropout changes the loss). The gate also checks "
+        f"{plots.ZERO_FLOOR:g}); the dashed line is max rel {max_rel:g}. Pass: an exact cell sits on the floor, "
+        "an equivalent one below the line, the dropout cell above min_effect (dropout changes the loss). "
+        "The gate also checks "
         "samples, masks, step 0 and each launcher against the cell's single-device run (its message).",
     )
 
