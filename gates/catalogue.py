@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gates import closed_loop, ddp, export_gguf, export_md5, fresh_train, perf, scaling, training
+from gates import closed_loop, ddp, export_gguf, export_md5, fresh_train, perf, pilot, scaling, training
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome
 
@@ -51,6 +51,23 @@ def _cross_rank(launcher: str) -> Gate:
         "flaky on NCCL and gates at 1e-6",
         investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
         f"applies the same averaged gradient and optimizer step (comm.sync_grads, DDP buckets)",
+    )
+
+
+def _pilot(cell: str) -> Gate:
+    return Gate(
+        id=f"pilot.{cell}",
+        checks=f"the pilot cell {cell} ({pilot.CELLS[cell].what}) on every launcher of pilot.launchers: the "
+        f"DDP gate against the cell's single-device run, and the feature against cell "
+        f"{pilot.CELLS[cell].reference} on the same launcher ({pilot.CELLS[cell].judge})",
+        threshold=lambda t: pilot.threshold_text(t["pilot"], cell) if "pilot" in t else "gates.pilot missing",
+        run=lambda a, t: pilot.cell_gate(a, cell, t.get("pilot")),
+        why="the pipeline's runs never take the feature paths (dropout, grad accumulation, recompute, resume, "
+        "fused AdamW, compile, bf16): a bug there passes every other gate, as dropout silently off under DDP "
+        "did in the seed design (T21); docs/pilot.md",
+        investigate=f"the message names the launcher and the check; runs/pilot/{cell}/<launcher>/loss.csv "
+        f"against runs/pilot/{pilot.CELLS[cell].reference}/<launcher>/loss.csv; rerun one cell with "
+        f"python -m pipeline.pilot --cells {cell}",
     )
 
 
@@ -163,6 +180,7 @@ GATES: list[Gate] = [
         investigate="runs/<launcher>/metrics.json perf.peak_memory; on CUDA torch.cuda.memory_summary or the "
         "memory snapshot of one step (activations, optimizer state, allocator cache)",
     ),
+    *(_pilot(cell) for cell in pilot.CELLS),
 ]
 
 

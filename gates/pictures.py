@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from contracts.validate import ValidationError
-from gates import ddp, goldens, perf, plots
+from gates import ddp, goldens, perf, pilot, plots
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.export_md5 import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
@@ -452,6 +452,44 @@ def perf_gate(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     return Picture(plots.to_svg(fig), what)
 
 
+def pilot_cell(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    """Per launcher, the cell's loss against its reference cell's (same launcher) and against its own
+    single-device run: what the pilot gate judges, step by step."""
+    cell = gate_id.split(".", 1)[1]
+    assert a.params is not None
+    if cell not in pilot.cells_for(a.params):
+        where = [k for k, v in pilot.pilot_section(a.params)["cells"].items() if cell in v]
+        return Picture(
+            f"<table class='files'><tr><td>cell {escape(cell)} ({escape(pilot.CELLS[cell].what)})</td>"
+            f"<td>not run on profile {escape(a.params['profile'])}; runs on: {escape(', '.join(where) or 'none')}"
+            "</td></tr></table>",
+            "The cell is not in params.yaml pilot.cells for this profile: skip, never a pass (docs/pilot.md "
+            "says why). Pass, where it runs: every launcher agrees with the cell's single-device run and the "
+            "feature with its reference cell.",
+        )
+    ref_cell = pilot.CELLS[cell].reference
+    launchers = pilot.pilot_section(a.params)["launchers"]
+    fig, axes = plots.figure(len(launchers), 1, height=2.2)
+    single = pilot.read(a, cell, "single")
+    max_rel = t["pilot"]["max_rel"]
+    for ax, launcher in zip(axes, launchers, strict=True):
+        got = pilot.read(a, cell, launcher)
+        ref, ref_name = (
+            (pilot.read(a, ref_cell, launcher), ref_cell) if ref_cell != cell else (single, "single")
+        )
+        _rel_panel(ax, got, ref, cell, ref_name, max_rel)
+        ax.set_title(f"{cell} vs {ref_name}, {launcher} (world {got['world']})")
+    return Picture(
+        plots.to_svg(fig),
+        f"Per launcher, the relative difference of the training loss (dots) and eval loss (squares) of cell "
+        f"{cell} against cell {ref_cell} on the same launcher (log scale; bitwise equal drawn at "
+        f"{plots.ZERO_FLOOR:g}); the dashed line is max rel {max_rel:g}. Pass: an exact cell sits on the floor, "
+        "an equivalent one below the line, the dropout cell above min_effect (dropout changes the loss). "
+        "The gate also checks "
+        "samples, masks, step 0 and each launcher against the cell's single-device run (its message).",
+    )
+
+
 PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
     "loss_match": loss_match,
     "launcher_parity": launcher_parity,
@@ -463,6 +501,7 @@ PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
     "scaling": scaling,
     "export_gguf": export_gguf,
     "perf": perf_gate,
+    "pilot": pilot_cell,
 }
 
 

@@ -29,11 +29,16 @@ from xtrain.export import export
 from xtrain.launch import run_single, run_threads, torchrun_cmd
 
 SCALING_OVERRIDES = ("scaling.warmup_steps=1", "scaling.window_steps=2", "scaling.windows=2")
+# the pilot's every CPU cell on the tiny config (tests/test_pilot_gate.py breaks them)
+PILOT_OVERRIDES = ("pilot.steps=6", "pilot.resume_at=3", "pilot.sets.cpu=[train.cpu_threads=1]")
 
 
 def write_params(root: Path) -> None:
     shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
-    set_in_file(root / "params.yaml", [*TINY_OVERRIDES, *SCALING_OVERRIDES, "export.pinned_model=tiny"])
+    set_in_file(
+        root / "params.yaml",
+        [*TINY_OVERRIDES, *SCALING_OVERRIDES, *PILOT_OVERRIDES, "export.pinned_model=tiny"],
+    )
     params = yaml.safe_load((root / "params.yaml").read_text())
     # tiny model, two-step windows: timing is noise, so the bounds are wide (tests narrow them)
     params["gates"]["scaling"]["cpu"] = {"floors": {"2": 0.05}, "band": 0.95, "max_spread": 100.0}
@@ -102,6 +107,10 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
             "2",
         ]
     )
+    run_cli(
+        [sys.executable, "-m", "pipeline.pilot", "--params", str(root / "params.yaml"), *files,
+         "--out", str(root / "runs" / "pilot")]
+    )  # fmt: skip
     return root
 
 
@@ -137,6 +146,7 @@ DVC_YAML = {
         "export": {"cmd": "true", "outs": ["exports/fresh", "exports/pinned"]},
         "closed_loop": {"cmd": "true", "outs": ["reports/closed_loop.json"]},
         "scaling": {"cmd": "true", "outs": ["bench/scaling.json"]},
+        "pilot": {"cmd": "true", "outs": ["runs/pilot"]},
     }
 }
 

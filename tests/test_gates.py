@@ -21,7 +21,9 @@ from conftest import REPO
 from contracts.validate import load_json, load_schema
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 from gates.__main__ import main as gates_main
+from xtrain.config import load_params
 from xtrain.export import export
+from xtrain.pilot_cells import CELLS, cells_for
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -35,6 +37,10 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
     code, report = check(work)
     failing = {g["id"]: g["message"] for g in report["gates"] if g["status"] != "pass"}
     assert code == 0, failing
+    # the pilot cells the CPU profile does not run skip (docs/pilot.md); the others pass
+    cpu_cells = cells_for(load_params(work / "params.yaml"))
+    for c in CELLS:
+        assert gate(report, f"pilot.{c}")["status"] == ("pass" if c in cpu_cells else "skip"), c
     assert [g["id"] for g in report["gates"]] == [
         "loss_match.thread",
         "loss_match.proc",
@@ -49,6 +55,7 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
         "scaling",
         "perf.throughput",
         "perf.memory",
+        *(f"pilot.{c}" for c in CELLS),
     ]
     load_json(str(work / "reports/gates.json"), load_schema("gates_report.schema.json"))
     assert gate(report, "loss_match.thread")["measured"] < 1e-3

@@ -11,6 +11,16 @@ Real DDP bugs, from that step on (the loss_match gate must fail each one):
 - `same_shard`: the rank reads rank 0's rows of the global batch instead of its own.
 - `dropout_unsync`: the rank's dropout masks come from a seed that mixes in the rank (what the
   code did before masks were drawn per global sample), so they differ from single-device's.
+
+Feature-path bugs, from that step on (the pilot gates must fail each one; docs/pilot.md):
+- `ddp_eval`: under DDP (world > 1) the rank trains in eval mode, past the train-mode guard
+  (the seed's T21: dropout silently off under DDP).
+- `ddp_no_dropout`: under DDP the rank's model is built without dropout (T21: the flag never passed).
+- `recompute_drift`: activation recompute replays a block with different numbers (KI-3).
+- `accum_undivided`: the micro-batch loss is not divided by grad_accum.
+- `resume_drop_v`: a resume restores Adam's exp_avg_sq as zeros (the second moment dropped).
+- `bf16_no_master`: bf16 training casts the weights to bf16: no fp32 master weights (KI-2).
+- `fused_lr_frozen`: with fused AdamW the schedule never reaches the optimizer (it keeps train.lr).
 """
 
 from __future__ import annotations
@@ -23,6 +33,15 @@ from xtrain.determinism import derive_seed
 
 STEP_KINDS = ("raise", "hang", "nan")
 DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")
+FEATURE_BUG_KINDS = (
+    "ddp_eval",
+    "ddp_no_dropout",
+    "recompute_drift",
+    "accum_undivided",
+    "resume_drop_v",
+    "bf16_no_master",
+    "fused_lr_frozen",
+)
 EVERY_RANK = -1
 
 
@@ -40,7 +59,7 @@ class Fault:
         """Whether this fault of `kind` acts on (rank, step): at its step, or from it on for DDP bugs."""
         if self.kind != kind or self.rank not in (EVERY_RANK, rank):
             return False
-        return step >= self.step if kind in DDP_BUG_KINDS else step == self.step
+        return step >= self.step if kind in DDP_BUG_KINDS + FEATURE_BUG_KINDS else step == self.step
 
 
 def parse(text: str | None) -> Fault | None:
@@ -54,10 +73,9 @@ def parse(text: str | None) -> Fault | None:
         raise ValueError(
             f"XTRAIN_FAULT={text!r}: expected KIND@RANK:STEP, e.g. raise@1:3 or grad_sum@*:0"
         ) from None
-    if fault.kind not in STEP_KINDS + DDP_BUG_KINDS:
-        raise ValueError(
-            f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(STEP_KINDS + DDP_BUG_KINDS)}"
-        )
+    kinds = STEP_KINDS + DDP_BUG_KINDS + FEATURE_BUG_KINDS
+    if fault.kind not in kinds:
+        raise ValueError(f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(kinds)}")
     return fault
 
 
@@ -91,3 +109,54 @@ def shard_rank(rank: int, step: int) -> int:
 def dropout_seed(seed: int, rank: int, step: int, correct: int) -> int:
     """The step's dropout seed (`correct`), or under `dropout_unsync` one that mixes in the rank."""
     return derive_seed(seed, "dropout", step, 0, rank) if _hits("dropout_unsync", rank, step) else correct
+
+
+def eval_mode(rank: int, step: int, world: int) -> bool:
+    """`ddp_eval`: whether this DDP rank trains this step in eval mode (dropout silently off)."""
+    return world > 1 and _hits("ddp_eval", rank, step)
+
+
+def drops_dropout(rank: int, world: int) -> bool:
+    """`ddp_no_dropout`: whether this DDP rank's model is built without dropout."""
+    return world > 1 and _hits("ddp_no_dropout", rank, 0)
+
+
+def loss_divisor(rank: int, step: int, grad_accum: int) -> int:
+    """What each micro-batch loss is divided by: grad_accum, or 1 under `accum_undivided`."""
+    return 1 if _hits("accum_undivided", rank, step) else grad_accum
+
+
+def drops_adam_v(rank: int, step: int) -> bool:
+    """`resume_drop_v`: whether a resume at `step` zeroes Adam's exp_avg_sq."""
+    return _hits("resume_drop_v", rank, step)
+
+
+def bf16_weights(rank: int) -> bool:
+    """`bf16_no_master`: whether bf16 training casts the weights themselves to bf16."""
+    return _hits("bf16_no_master", rank, 0)
+
+
+def fused_lr_frozen(rank: int, step: int) -> bool:
+    """`fused_lr_frozen`: whether the fused optimizer misses this step's learning rate."""
+    return _hits("fused_lr_frozen", rank, step)
+
+
+def recompute_drift(rank: int) -> bool:
+    """`recompute_drift`: whether recompute replays each block with its output scaled by 1 + 2**-10."""
+    return _hits("recompute_drift", rank, 0)
+
+
+class RecomputeDrift:
+    """A forward pre-hook on each block: every second training call of a block (the recompute replay
+    of non-reentrant checkpointing, which follows its forward) sees its input * (1 + 2**-10), so
+    the activations the backward uses differ from the forward's while the loss does not."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, int] = {}
+
+    def __call__(self, module, args):  # torch forward-pre-hook signature
+        if not module.training:
+            return None
+        n = self.calls.get(id(module), 0)
+        self.calls[id(module)] = n + 1
+        return (args[0] * (1 + 2**-10), *args[1:]) if n % 2 else None

@@ -33,7 +33,7 @@ import torch
 
 from contracts.errors import XtrainError, moved, one_line
 from contracts.validate import ValidationError
-from xtrain import determinism, proctree, rundir
+from xtrain import determinism, faults, proctree, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
 from xtrain.config import LaunchConfig, Params, check_world
 from xtrain.data import TokenData
@@ -86,7 +86,10 @@ def device_for(kind: str, local_rank: int) -> torch.device:
 
 def rank_main(spec: RunSpec, comm: Communicator) -> RankResult:
     """Build the model from the seed on this rank's device and train it; rank 0 writes metrics."""
-    model = build_model(spec.run.model, spec.run.seed, comm.device)
+    cfg = spec.run.model
+    if faults.drops_dropout(comm.rank, comm.world):  # fault injection: the seed's T21
+        cfg = dataclasses.replace(cfg, dropout=0.0, attn_dropout=0.0)
+    model = build_model(cfg, spec.run.seed, comm.device)
     data = TokenData.load(spec.tokens_path, comm.device)
     result = train_rank(comm, model, data, spec)
     if comm.rank == 0 and spec.run_dir is not None:
@@ -214,6 +217,32 @@ def run_proc_rank(
         # Only a healthy group is torn down: destroying one whose peer hung blocks forever.
         comm.close()
         return result
+
+
+def run_proc_many(specs: list[RunSpec], timeout_s: float, grad_sync: str) -> None:
+    """One torchrun worker training several runs in turn over one process group (the pilot stage:
+    one torchrun start for every cell instead of one per run)."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    device = device_for(specs[0].run.train.device, local_rank)
+    comm: ProcComm | None = None
+    with cuda_device(device):
+        for spec in specs:
+            check_world(spec.run.train, world, "torchrun --nproc-per-node (WORLD_SIZE)")
+            spec = _prepare_process(spec, device, local_world)
+            if device.type == "cuda":  # each run's own peak (the recompute cell compares them)
+                torch.cuda.reset_peak_memory_stats(device)
+            comm = comm or ProcComm(rank, world, device, timeout_s, grad_sync)
+            with staged(spec, writer=rank == 0) as staged_spec:
+                comm.barrier()  # rank 0 has prepared the staging directory before anyone reads it
+                try:
+                    rank_main(staged_spec, comm)
+                except Exception as e:
+                    raise RankFailed(rank, e, traceback.format_exc(), comm.laggards()) from e
+            comm.barrier()  # rank 0 has committed the run before the next one starts
+    if comm is not None:
+        comm.close()
 
 
 def die_with_parent() -> None:

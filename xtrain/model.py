@@ -78,7 +78,10 @@ class Dropout:
         self.generator: torch.Generator | None = None
         self.seed: int = 0
         self.rows: list[int] | None = None  # global batch index of each row; None: 0..B-1
-        self.drawn = 0  # sum of hash32(mask seed) over the masks drawn since take_drawn()
+        self.drawn = 0  # sum of hash32(mask seed) over the distinct masks drawn since take_drawn()
+        # Activation recompute replays a block and draws its masks again (the same bits): count each
+        # mask once, or the fingerprint doubles under recompute (found by the pilot's `all` cell).
+        self.seen: set[int] = set()
 
     def __call__(self, x: torch.Tensor, p: float, training: bool, layer: int, site: int) -> torch.Tensor:
         if p == 0.0 or not training:
@@ -92,12 +95,15 @@ class Dropout:
             mask_seed = (self.seed * 1_000_003 + row * 65_537 + layer * 131 + site) % (2**63 - 1)
             g.manual_seed(mask_seed)
             keep[i].bernoulli_(1.0 - p, generator=g)
-            self.drawn += hash32(mask_seed)
+            if mask_seed not in self.seen:
+                self.seen.add(mask_seed)
+                self.drawn += hash32(mask_seed)
         return x * keep.to(x.dtype) / (1.0 - p)
 
     def take_drawn(self) -> int:
         """The fingerprint of the masks drawn since the last call (0 without dropout), and reset."""
         drawn, self.drawn = self.drawn, 0
+        self.seen.clear()
         return drawn
 
     def _generator(self, device: torch.device) -> torch.Generator:

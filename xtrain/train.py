@@ -58,6 +58,8 @@ class RunSpec:
     resume: bool = False
     env: dict[str, Any] = field(default_factory=dict)
     determinism: dict[str, Any] = field(default_factory=dict)
+    stop_after: int | None = None  # stop after this step's checkpoint, as if killed (the pilot's resume cell)
+    checkpoints: bool = True  # False: no checkpoint is written or resumed (the pilot's other cells)
 
 
 @dataclass
@@ -155,13 +157,16 @@ def train_step(
     dropout_seeds: list[int],
     dropout_rows: list[list[int]] | None = None,
     grad_scale: float = 1.0,
+    loss_divisor: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over this rank's micro-batches. Returns (local mean loss, grad norm) on device.
 
     `dropout_rows`: the global batch index of each micro-batch's rows (per-sample dropout masks).
-    `grad_scale` multiplies the synchronised gradients: 1, except to inject the grad_sum fault.
+    `grad_scale` multiplies the synchronised gradients: 1, except to inject the grad_sum fault;
+    `loss_divisor` divides each micro-batch loss: the micro-batch count, except under accum_undivided.
     """
     k = len(micro)
+    div = k if loss_divisor is None else loss_divisor
     loss_sum = torch.zeros((), device=comm.device)
     for m, (x, y) in enumerate(micro):
         model.set_dropout_seed(dropout_seeds[m], dropout_rows[m] if dropout_rows else None)
@@ -170,7 +175,7 @@ def train_step(
             with autocast(t, comm.device):
                 logits = module(x)
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
-            (loss / k).backward()
+            (loss / div).backward()
         loss_sum += loss.detach()
     comm.sync_grads(grads)
     params = [p for p in model.parameters()]
@@ -247,14 +252,17 @@ class Checkpointer:
     spec: RunSpec
     ckpts: CheckpointDir | None
     is_writer: bool
+    rank: int = 0
 
     @classmethod
     def for_rank(cls, spec: RunSpec, rank: int) -> Checkpointer:
         t = spec.run.train
         ckpts = (
-            CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints) if spec.run_dir else None
+            CheckpointDir(Path(spec.run_dir) / "checkpoints", t.keep_checkpoints)
+            if spec.run_dir and spec.checkpoints
+            else None
         )
-        return cls(spec, ckpts, rank == 0 and spec.run_dir is not None)
+        return cls(spec, ckpts, rank == 0 and spec.run_dir is not None, rank)
 
     def resume(self, model: nn.Module, opt: torch.optim.Optimizer) -> tuple[History, int]:
         """(history, first step): the latest checkpoint's with --resume, else a fresh start."""
@@ -267,6 +275,9 @@ class Checkpointer:
                 f"run's {run.config_hash()}: refusing to resume a different configuration"
             )
         restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
+        if faults.drops_adam_v(self.rank, int(state["step"])):
+            for s in opt.state.values():
+                s["exp_avg_sq"].zero_()
         return History.from_dict(state["history"]), int(state["step"])
 
     def due(self, done: int) -> bool:
@@ -336,7 +347,8 @@ class Trainer:
         check_train_mode(self.model)
         poison = faults.at_step(comm.rank, step)
         lr = lr_at(step, t)
-        set_lr(self.opt, lr)
+        if not (t.fused_adamw and faults.fused_lr_frozen(comm.rank, step)):
+            set_lr(self.opt, lr)
         batch = step_batch(
             self.data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
@@ -345,6 +357,9 @@ class Trainer:
             spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
         )
         grad_scale = faults.grad_scale(comm.rank, step, comm.world)
+        eval_fault = faults.eval_mode(comm.rank, step, comm.world)
+        if eval_fault:  # past the train-mode guard: the bug it exists for, as the pilot's control
+            self.model.eval()
         comm.progress(step)
         loss, gnorm = train_step(
             self.module,
@@ -357,7 +372,10 @@ class Trainer:
             [dropout_seed] * t.grad_accum,
             batch.rows,
             grad_scale,
+            faults.loss_divisor(comm.rank, step, t.grad_accum),
         )
+        if eval_fault:
+            self.model.train()
         self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn())
         perf_hooks.step_delay()
         if poison:
@@ -369,6 +387,12 @@ def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec:
     """The launchers have refused a world that cannot split the batch (config.check_world)."""
     t = spec.run.train
     model.train()
+    if t.precision == "bf16" and faults.bf16_weights(comm.rank):
+        model.to(torch.bfloat16)
+    if model.cfg.recompute and faults.recompute_drift(comm.rank):
+        drift = faults.RecomputeDrift()
+        for layer in model.model.layers:
+            layer.register_forward_pre_hook(drift)
     module = comm.wrap(model)
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
@@ -405,6 +429,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             with timer.paused():
                 history.add_samples(trainer.ledger.reduce(comm))
                 ckpt.save(done, history, model, trainer.opt)
+        if spec.stop_after == done:
+            break
     window.flush()
     history.add_samples(trainer.ledger.reduce(comm))
     progress.close()

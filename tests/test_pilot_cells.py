@@ -1,0 +1,58 @@
+"""The pilot's cells (xtrain/pilot_cells.py) and the dropout fingerprint under recompute: no launcher."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import REPO, tiny_run_config
+from xtrain import faults
+from xtrain.config import load_params
+from xtrain.model import build_model
+from xtrain.pilot_cells import CELLS, FEATURES_OFF, cell_params, cells_for
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu"])
+def test_every_cell_of_every_profile_resolves_to_valid_params(profile: str) -> None:
+    params = load_params(REPO / "params.yaml", [f"profile={profile}"])
+    cells = cells_for(params)
+    assert cells[0] == "base" and all(CELLS[c].reference in cells[: cells.index(c) + 1] for c in cells)
+    for cell in cells:
+        p = cell_params(params, cell)
+        assert p["train"]["steps"] == params["pilot"]["steps"]
+        assert p["train"]["eval_every"] == p["train"]["steps"]
+    base = cell_params(params, "base")
+    off = dict(o.split("=") for o in FEATURES_OFF)
+    assert str(base["model"]["dropout"]) == off["model.dropout"] and base["train"]["precision"] == "fp32"
+    assert base["train"]["grad_accum"] == 1 and not base["train"]["fused_adamw"]
+
+
+def test_the_gpu_profile_runs_the_cuda_cells_and_the_cpu_profile_does_not() -> None:
+    gpu = cells_for(load_params(REPO / "params.yaml", ["profile=gpu"]))
+    cpu = cells_for(load_params(REPO / "params.yaml", ["profile=cpu"]))
+    assert {"compile", "bf16", "grad_accum4", "fused_adamw"} <= set(gpu)
+    assert not {"compile", "bf16"} & set(cpu)
+    assert (
+        cell_params(load_params(REPO / "params.yaml", ["profile=gpu"]), "all")["train"]["precision"] == "bf16"
+    )
+
+
+def masks_drawn(recompute: bool) -> int:
+    cfg = tiny_run_config(300, model={"dropout": 0.1, "attn_dropout": 0.1, "recompute": recompute})
+    model = build_model(cfg.model, cfg.seed)
+    model.train()
+    model.set_dropout_seed(7)
+    model.loss(torch.randint(0, 300, (2, 8)), torch.randint(0, 300, (2, 8))).backward()
+    return model.dropout.take_drawn()
+
+
+def test_recompute_replays_count_each_dropout_mask_once() -> None:
+    """The bug the pilot's `all` cell found: the replay drew every mask again and doubled the fingerprint."""
+    plain = masks_drawn(False)
+    assert plain > 0 and masks_drawn(True) == plain
+
+
+def test_every_feature_fault_parses_and_acts_from_its_step() -> None:
+    for kind in faults.FEATURE_BUG_KINDS:
+        f = faults.parse(f"{kind}@*:2")
+        assert f is not None and not f.hits(kind, 0, 1) and f.hits(kind, 1, 2) and f.hits(kind, 0, 5)

@@ -1,0 +1,169 @@
+"""The pilot stage and its gates (pipeline/pilot.py, gates/pilot.py) on real runs of the tiny config.
+
+Correct code passes every CPU cell through single, thread and torchrun. The negative controls are
+the seed design's own history and the bugs the mutation campaign missed, injected through
+xtrain/faults.py (XTRAIN_FAULT, read by every launcher's process): each must fail its cell's gate.
+- T21: under DDP the model trains in eval mode (`ddp_eval`) or without the dropout setting
+  (`ddp_no_dropout`): dropout silently off.
+- KI-3: activation recompute replays a block with other numbers (`recompute_drift`).
+- KI-2: bf16 training without fp32 master weights (`bf16_no_master`): cuda only.
+- the micro-batch loss not divided by grad_accum (`accum_undivided`).
+- a resume that drops Adam's exp_avg_sq (`resume_drop_v`).
+- fused AdamW that never sees the schedule (`fused_lr_frozen`); summed DDP gradients (`grad_sum`)
+  fail every cell's DDP half, the base cell's included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO, TINY_OVERRIDES, TinyData
+from contracts.validate import load_schema, validate
+from gate_tree import copy_tree
+from gates import pilot
+from gates.__main__ import load_thresholds
+from gates.artifacts import Artifacts
+from gates.dvclock import DvcLock
+from xtrain.config import load_params, set_in_file
+from xtrain.pilot_cells import cells_for
+
+pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+
+FUSED_ON_CPU = "pilot.cells.cpu=[fused_adamw]"  # a GPU-profile cell; CPU trains it inside `all`
+PILOT = ("pilot.steps=6", "pilot.resume_at=3", "pilot.sets.cpu=[train.cpu_threads=1]")
+
+
+def make_tree(root: Path, launchers: list[str], *extra: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
+    lset = f"pilot.launchers=[{', '.join(launchers)}]"
+    set_in_file(root / "params.yaml", [*TINY_OVERRIDES, *PILOT, lset, *extra])
+    return root
+
+
+def run_pilot(
+    data: TinyData, root: Path, cells: list[str], fault: str | None = None
+) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pipeline.pilot", "--params", str(root / "params.yaml"), "--cells", *cells,
+           "--tokens", str(data.tokens), "--tokenizer", str(data.tokenizer), "--out", str(root / "runs" / "pilot")]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
+    if fault:
+        env["XTRAIN_FAULT"] = fault
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+def verdict(root: Path, cell: str):
+    params = load_params(root / "params.yaml")
+    a = Artifacts(root, DvcLock.read(root), params)
+    return pilot.cell_gate(a, cell, load_thresholds(root / "params.yaml")["pilot"])
+
+
+def faulty(
+    data: TinyData, tmp: Path, fault: str, cells: list[str], launchers: list[str], *extra: str
+) -> Path:
+    root = make_tree(tmp / fault.split("@")[0], launchers, *extra)
+    run_pilot(data, root, cells, fault)
+    return root
+
+
+@pytest.fixture()
+def correct(gate_tree: Path, tmp_path: Path) -> Path:
+    """The gate tree's pilot (tests/gate_tree.py): every CPU cell on single, thread and torchrun."""
+    return copy_tree(gate_tree, tmp_path / "tree")
+
+
+def test_correct_code_passes_every_cpu_cell_on_every_launcher(correct: Path) -> None:
+    cells = cells_for(load_params(correct / "params.yaml"))
+    assert cells == ["base", "dropout", "grad_accum", "recompute", "resume", "all"]
+    for cell in cells:
+        o = verdict(correct, cell)
+        assert o.status == "pass", (cell, o.message)
+        assert all(f"{x}: " in o.message for x in ("single", "thread", "proc")), o.message
+    record = json.loads((correct / "runs" / "pilot" / "pilot.json").read_text())
+    validate(record, load_schema("pilot.schema.json"), "pilot.json")
+    assert not list((correct / "runs" / "pilot").glob("*/*/checkpoints")), "checkpoints are not artifacts"
+    resumed = json.loads((correct / "runs" / "pilot" / "resume" / "proc" / "metrics.json").read_text())
+    assert resumed["resumed_from_step"] == 3
+
+
+def test_a_cell_the_profile_does_not_run_is_a_skip_with_the_reason(correct: Path) -> None:
+    for cell in ("compile", "bf16"):
+        o = verdict(correct, cell)
+        assert o.status == "skip" and "pilot.cells.cpu" in o.message, o.message
+
+
+def test_runs_of_other_params_are_refused(correct: Path, tmp_path: Path) -> None:
+    root = shutil.copytree(correct, tmp_path / "other")
+    set_in_file(root / "params.yaml", ["pilot.steps=5"])
+    o = verdict(root, "grad_accum")
+    assert o.status == "fail" and "Refusing" in o.message, o.message
+
+
+def test_t21_ddp_in_eval_mode_fails_the_dropout_cell(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = faulty(tiny_data, tmp_path, "ddp_eval@*:0", ["dropout"], ["single", "thread"])
+    o = verdict(root, "dropout")
+    assert o.status == "fail" and "thread: vs single" in o.message and "none at step 0" in o.message, (
+        o.message
+    )
+
+
+def test_t21_ddp_without_the_dropout_setting_fails_dropout_and_all(
+    tiny_data: TinyData, tmp_path: Path
+) -> None:
+    root = faulty(tiny_data, tmp_path, "ddp_no_dropout@*:0", ["all"], ["single", "proc"])
+    for cell in ("dropout", "all"):
+        o = verdict(root, cell)
+        assert o.status == "fail" and "proc: vs single" in o.message and "drew none" in o.message, o.message
+
+
+def test_ki3_recompute_with_other_gradients_fails(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = faulty(tiny_data, tmp_path, "recompute_drift@*:0", ["recompute"], ["single"])
+    o = verdict(root, "recompute")
+    assert o.status == "fail" and "bitwise" in o.message and "grad_norm differs" in o.message, o.message
+
+
+def test_loss_not_divided_by_grad_accum_fails_at_step_0(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = faulty(tiny_data, tmp_path, "accum_undivided@*:0", ["grad_accum"], ["single"])
+    o = verdict(root, "grad_accum")
+    assert o.status == "fail" and "single: vs base: first step" in o.message, o.message
+    assert "grad_norm[0]" in o.message, o.message
+
+
+def test_resume_dropping_adams_second_moment_fails(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = faulty(tiny_data, tmp_path, "resume_drop_v@*:0", ["resume"], ["single"])
+    o = verdict(root, "resume")
+    assert o.status == "fail" and "single: vs base: bitwise: " in o.message, o.message
+    assert "first step 4" in o.message, o.message  # step 3 resumed exactly; its update did not
+
+
+def test_fused_adamw_missing_the_schedule_fails(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = faulty(tiny_data, tmp_path, "fused_lr_frozen@*:0", ["fused_adamw"], ["single"], FUSED_ON_CPU)
+    o = verdict(root, "fused_adamw")
+    assert o.status == "fail" and "single: vs base" in o.message, o.message
+
+
+def test_summed_ddp_gradients_fail_every_cell_through_its_ddp_half(
+    tiny_data: TinyData, tmp_path: Path
+) -> None:
+    root = faulty(tiny_data, tmp_path, "grad_sum@*:0", ["fused_adamw"], ["single", "thread"], FUSED_ON_CPU)
+    for cell in ("base", "fused_adamw"):
+        o = verdict(root, cell)
+        assert o.status == "fail" and "thread: vs single" in o.message and "summed" in o.message, o.message
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="KI-2 is a bf16 bug: bf16 trains on cuda only")
+def test_ki2_bf16_without_fp32_master_weights_fails(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ki2", ["single"], "train.device=cuda", "pilot.cells.cpu=[bf16]")
+    run_pilot(tiny_data, root, ["bf16"], "bf16_no_master@*:0")
+    o = verdict(root, "bf16")
+    assert o.status == "fail" and "single: vs base" in o.message, o.message
