@@ -41,6 +41,8 @@ GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it read
     "finite": TRAINS,
     "scaling": ["scaling"],
     "perf": TRAINS,
+    "consistency": TRAINS,
+    "seals": [],  # every stage
 }
 
 
