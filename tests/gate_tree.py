@@ -200,6 +200,26 @@ def lock_with_dvc(root: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def seal_runs(root: Path, runs: list[str]) -> None:
+    """A dvc.yaml whose pipeline is only these training runs, and dvc.lock sealing them as they are."""
+    stages = {("train_single" if r == "single" else f"train@{r}"): _train_stage(r) for r in runs}
+    yaml_stages = {k: v for k, v in stages.items() if "@" not in k}
+    if others := [r for r in runs if r != "single"]:
+        yaml_stages["train"] = {"foreach": others, "do": _train_stage("${item}")}
+    for body in [*stages.values(), *yaml_stages.values()]:
+        (body.get("do") or body).pop("deps", None)  # the runs' data lives outside the tree
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": yaml_stages}))
+    lock = {
+        name: {
+            "cmd": "true",
+            "outs": [{"path": p, "hash": "md5"} for k in ("outs", "metrics", "plots") for p in body[k]],
+        }
+        for name, body in stages.items()
+    }
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": lock}))
+    seal(root)
+
+
 def _entry(root: Path, entry: dict) -> dict:
     """A dvc.lock out or dep entry recomputed from disk the way `dvc commit` writes it (a folder: the
     `.dir` hash of its listing, the listing stored in the cache so the seals can name a file)."""
