@@ -83,6 +83,7 @@ def check(args: argparse.Namespace) -> int:
     try:
         artifacts = Artifacts(root, DvcLock.read(root), params, catalogue.stages_of(gates))
     except LockError as e:
+        (root / args.report).unlink(missing_ok=True)  # no verdict: never leave an earlier one behind
         errors.report(e)
         return 2
     outcomes, seconds = {}, {}

@@ -10,6 +10,8 @@ a stage or an out of dvc.yaml. It hashes only what dvc.lock lists; a file is has
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from gates.artifacts import Artifacts
 from gates.dvclock import DvcLock
 from gates.outcome import Outcome, passed
@@ -84,6 +86,20 @@ def differences(lock: DvcLock, path: str, recorded: str) -> tuple[int, list[str]
     return len(lock.listing(path)), lock.folder_changes(path, recorded)
 
 
+def prefetch(lock: DvcLock, paths: list[tuple[str, str]]) -> None:
+    """Hash every sealed file on two threads (hashlib releases the GIL on large blocks): most of the
+    bytes are checkpoints, and one core alone took 0.5 s for the pipeline's 107 MB."""
+    files = []
+    for path, _ in paths:
+        full = lock.root / path
+        if full.is_file():
+            files.append(path)
+        elif full.is_dir():
+            files += [p.relative_to(lock.root).as_posix() for p in full.rglob("*") if p.is_file()]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lock.md5, sorted(files, key=lambda f: -(lock.root / f).stat().st_size)))
+
+
 def seals(a: Artifacts) -> Outcome:
     lock = a.lock
     stages = in_scope(lock, a.scope)
@@ -96,7 +112,9 @@ def seals(a: Artifacts) -> Outcome:
             "dvc.lock is partial: " + "; ".join(gaps) + " (restore it: git checkout dvc.lock)",
         )  # fmt: skip
     files, problems = 0, []
-    for path, recorded in sealed_paths(lock, stages):
+    sealed = sealed_paths(lock, stages)
+    prefetch(lock, sealed)
+    for path, recorded in sealed:
         n, why = differences(lock, path, recorded)
         files, problems = files + n, problems + why
     if problems:
