@@ -37,7 +37,7 @@ def upstream(lock: DvcLock, stages: set[str]) -> set[str]:
 
 def in_scope(lock: DvcLock, scope: list[str] | None) -> list[str]:
     """The stages to seal: every stage of dvc.yaml and dvc.lock, or the selected gates' and their inputs'."""
-    every = set(lock.pipeline) | set(lock.stages)
+    every = set(lock.pipeline) | set(lock.stages) | lock.committed
     if scope is None:
         return sorted(every)
     return sorted(upstream(lock, set(scope) & every) | (set(scope) & every))

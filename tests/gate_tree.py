@@ -200,22 +200,26 @@ def lock_with_dvc(root: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def seal_runs(root: Path, runs: list[str]) -> None:
-    """A dvc.yaml whose pipeline is only these training runs, and dvc.lock sealing them as they are."""
-    stages = {("train_single" if r == "single" else f"train@{r}"): _train_stage(r) for r in runs}
-    yaml_stages = {k: v for k, v in stages.items() if "@" not in k}
-    if others := [r for r in runs if r != "single"]:
-        yaml_stages["train"] = {"foreach": others, "do": _train_stage("${item}")}
-    for body in [*stages.values(), *yaml_stages.values()]:
-        (body.get("do") or body).pop("deps", None)  # the runs' data lives outside the tree
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": yaml_stages}))
-    lock = {
-        name: {
-            "cmd": "true",
-            "outs": [{"path": p, "hash": "md5"} for k in ("outs", "metrics", "plots") for p in body[k]],
-        }
-        for name, body in stages.items()
-    }
+def write_pipeline(root: Path, stages: list[str]) -> None:
+    """dvc.yaml with only these of DVC_YAML's stages (`train@thread`: one item of the foreach; their
+    deps dropped: the tree's inputs may live elsewhere) and a dvc.lock sealing the tree as it is."""
+    pipeline: dict[str, dict] = {}
+    lock: dict[str, dict] = {}
+    for name in stages:
+        base, _, item = name.partition("@")
+        body = {k: v for k, v in DVC_YAML["stages"][base].items() if k != "deps"}
+        if item:
+            do = {k: v for k, v in body["do"].items() if k != "deps"}
+            pipeline.setdefault(base, {"foreach": [], "do": do})["foreach"].append(item)
+            body = {
+                k: [p.replace("${item}", item) for p in v] if isinstance(v, list) else v
+                for k, v in do.items()
+            }
+        else:
+            pipeline[name] = body
+        paths = [p for k in ("outs", "metrics", "plots") for p in body.get(k, [])]
+        lock[name] = {"cmd": "true", "outs": [{"path": p, "hash": "md5"} for p in paths]}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": pipeline}))
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": lock}))
     seal(root)
 

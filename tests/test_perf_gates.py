@@ -21,7 +21,7 @@ import yaml
 
 from conftest import REPO, TinyData, tiny_cli
 from contracts.perf_record import shift_ci, stage_perf
-from gate_tree import seal, seal_runs
+from gate_tree import seal, write_pipeline
 from gates.__main__ import main as gates_main
 from gates.perf import StagePerf, memory_check, throughput_check
 from registry.__main__ import main as registry_main
@@ -61,7 +61,7 @@ def tree(tiny_data: TinyData, tmp_path_factory) -> Path:
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     train(tiny_data, root, "single", "sleep_ms=50")
     train(tiny_data, root, "thread", "sleep_ms=50")
-    seal_runs(root, ["single", "thread"])  # the pipeline has no train@proc
+    write_pipeline(root, ["train_single", "train@thread"])  # the pipeline has no train@proc
     assert bless(root, "--reason", REASON) == 0
     return root
 
