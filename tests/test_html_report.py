@@ -81,8 +81,9 @@ def test_a_failing_gate_is_shown_first_with_the_failure_marked(steady: Path) -> 
     assert code == 1
     by_id = cards(html)
     first = next(iter(by_id))
-    assert first in ("loss_match.thread", "launcher_parity") and by_id[first].startswith("fail ")
-    assert list(by_id)[:2] == ["loss_match.thread", "launcher_parity"]  # both fail; catalogue order kept
+    assert by_id[first].startswith("fail ")
+    # all three fail (consistency: loss.csv no longer matches); catalogue order kept
+    assert list(by_id)[:3] == ["consistency", "loss_match.thread", "launcher_parity"]
     verdict = html.split("<table class='verdict'>")[1].split("</table>")[0]
     assert verdict.index("FAIL") < verdict.index("PASS")
     card = by_id["loss_match.thread"]
