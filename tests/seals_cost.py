@@ -44,6 +44,7 @@ print(f"threads {sys.argv[2]}: {o.status} {o.measured} files; import {t1 - t0:.2
 
 
 def build(root: Path) -> int:
+    root.mkdir(parents=True, exist_ok=True)
     for name in ("dvc.yaml", "dvc.lock", "params.yaml"):
         shutil.copyfile(REPO / name, root / name)
     shutil.copytree(REPO / "registry", root / "registry", dirs_exist_ok=True)
