@@ -81,8 +81,9 @@ def check(args: argparse.Namespace) -> int:
     params = load_params(root / args.params)  # what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
     try:
-        artifacts = Artifacts(root, DvcLock.read(root), params)
+        artifacts = Artifacts(root, DvcLock.read(root), params, catalogue.stages_of(gates))
     except LockError as e:
+        (root / args.report).unlink(missing_ok=True)  # no verdict: never leave an earlier one behind
         errors.report(e)
         return 2
     outcomes, seconds = {}, {}

@@ -1,8 +1,9 @@
 """Reading artifacts for the gates: schema-validated, md5-recorded, and missing-vs-not-run aware.
 
-A missing artifact is `skip` only when dvc.lock exists and shows its stage never ran; when the
-stage ran (or there is no dvc.lock to tell), a missing or invalid artifact is an error (exit 2)
-naming the file, the JSON path and the schema rule. No gate passes on an artifact it did not read.
+A missing artifact is `skip` only when its stage is not in the pipeline at all (dvc.yaml does not
+define it, dvc.lock does not record it); a stage that dvc.yaml defines but dvc.lock does not record
+is a partial dvc.lock, an error. When the stage ran, a missing or invalid artifact is an error
+(exit 2) naming the file, the JSON path and the schema rule. No gate passes on an artifact it did not read.
 """
 
 from __future__ import annotations
@@ -53,18 +54,24 @@ class Artifacts:
     root: Path
     lock: DvcLock
     params: Params | None = None  # resolved params.yaml: what the runs must have been
+    scope: list[str] | None = None  # the selected gates' stages (None: every gate, every stage)
     read: dict[str, dict[str, Any]] = field(default_factory=dict)
     # shared by every gate's view: each file is validated once per check (validation is most of the cost)
     validated: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
     def for_gate(self) -> Artifacts:
-        return Artifacts(self.root, self.lock, self.params, validated=self.validated)
+        return Artifacts(self.root, self.lock, self.params, self.scope, validated=self.validated)
 
     def _require(self, rel: str, stage: str) -> Path:
         path = self.root / rel
         if self.lock.removed(stage):
             raise ArtifactError(
                 f"{rel}: stage {stage} was removed from dvc.lock (git HEAD's dvc.lock has it): "
+                f"restore dvc.lock (git checkout dvc.lock) or dvc repro {stage}"
+            )
+        if self.lock.unrecorded(stage):
+            raise ArtifactError(
+                f"{rel}: dvc.lock has no entry for stage {stage}, which dvc.yaml defines: "
                 f"restore dvc.lock (git checkout dvc.lock) or dvc repro {stage}"
             )
         ran = self.lock.ran(stage)
@@ -80,7 +87,13 @@ class Artifacts:
         raise ArtifactError(f"{rel}: missing, but stage {stage} ran (dvc repro -f {stage} to rebuild it)")
 
     def record(self, rel: str, path: Path) -> str:
-        md5 = md5_file(path)
+        md5 = self.lock.md5(rel) if path == self.root / rel else md5_file(path)
+        declared = self.lock.pipeline_out(rel)
+        if declared and self.lock.out(rel) is None:
+            raise ArtifactError(
+                f"{rel}: dvc.lock has no entry for out {declared[1]} of stage {declared[0]}: restore "
+                f"dvc.lock (git checkout dvc.lock) or dvc repro {declared[0]}"
+            )
         why = self.lock.changed(rel, md5)
         self.read[rel] = {"md5": md5, "matches_dvc_lock": None if self.lock.out(rel) is None else why is None}
         if why:
@@ -115,3 +128,9 @@ class Artifacts:
             for f in sorted(path.iterdir())
             if f.is_file() and f.name not in exclude
         }
+
+    def path(self, rel: str, stage: str) -> Path:
+        """An artifact file that a gate recomputes from (checked against dvc.lock, like json())."""
+        path = self._require(rel, stage)
+        self.record(rel, path)
+        return path

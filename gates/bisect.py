@@ -42,6 +42,8 @@ GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it read
     "scaling": ["scaling"],
     "perf": TRAINS,
     "pilot": ["pilot"],
+    "consistency": TRAINS,
+    "seals": [],  # every stage
 }
 
 

@@ -6,7 +6,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gates import closed_loop, ddp, export_gguf, export_md5, fresh_train, perf, pilot, scaling, training
+from gates import (
+    closed_loop,
+    consistency,
+    ddp,
+    export_gguf,
+    export_md5,
+    fresh_train,
+    perf,
+    pilot,
+    scaling,
+    seals,
+    training,
+)
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome
 
@@ -71,7 +83,30 @@ def _pilot(cell: str) -> Gate:
     )
 
 
+SEALS = Gate(
+    id="seals",
+    checks="dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
+    "and every folder dep such as registry/models, equals its dvc.lock md5",
+    threshold=lambda t: "every file equal to dvc.lock",
+    run=lambda a, t: seals.seals(a),
+    why="a gate reads some files of some outs: a tampered checkpoint, csv, report or token file would "
+    "otherwise pass unseen, and a deleted dvc.lock (or entry) would switch every artifact check off",
+    investigate="the message names each file and both md5s; dvc status says which stage is stale; "
+    "dvc repro it, or restore the file (dvc checkout) and dvc.lock (git checkout dvc.lock)",
+)
+
 GATES: list[Gate] = [
+    SEALS,
+    Gate(
+        id="consistency",
+        checks="each run agrees with itself: summary.json, loss.csv, eval.csv are what metrics.json gives; "
+        "its param_digest is the digest of its final checkpoint (recomputed from model.safetensors)",
+        threshold=lambda t: "equal",
+        run=lambda a, t: consistency.consistency(a),
+        why="dvc.lock seals each file alone; someone who rewrites dvc.lock, or a writer that mixed two runs, "
+        "can still leave files that disagree: recomputation catches what re-sealing hides",
+        investigate="the message names the run and file; dvc repro -f the run's stage",
+    ),
     _loss_match("thread"),
     _loss_match("proc"),
     Gate(
@@ -185,14 +220,35 @@ GATES: list[Gate] = [
 
 
 def select(only: list[str] | None) -> list[Gate]:
-    """Gates whose id equals or starts with one of `only` (e.g. `loss_match` selects both launchers)."""
+    """Gates whose id equals or starts with one of `only` (e.g. `loss_match` selects both launchers);
+    the seals gate always (over the selected gates' stages): no selection turns dvc.lock's check off."""
     if not only:
         return GATES
     chosen = [g for g in GATES if any(g.id == o or g.id.startswith(o + ".") for o in only)]
     unknown = [o for o in only if not any(g.id == o or g.id.startswith(o + ".") for g in GATES)]
     if unknown:
         raise KeyError(f"unknown gate {', '.join(unknown)} (known: {', '.join(g.id for g in GATES)})")
-    return chosen
+    return chosen if SEALS in chosen else [SEALS, *chosen]
+
+
+def stages_of(gates: list[Gate]) -> list[str] | None:
+    """The DVC stages the gates read (None: every stage, for a full check or a gate without a map)."""
+    from gates.bisect import BisectError, stages_for
+
+    if gates == GATES:
+        return None
+    stages: set[str] = set()
+    for g in gates:
+        if g is SEALS:
+            continue
+        try:
+            found = stages_for(g.id)
+        except BisectError:
+            return None
+        if not found:
+            return None
+        stages.update(found)
+    return sorted(stages)
 
 
 def get(gate_id: str) -> Gate:

@@ -15,8 +15,9 @@ from html import escape
 from typing import Any
 
 from contracts.validate import ValidationError
-from gates import ddp, goldens, perf, pilot, plots
+from gates import consistency, ddp, goldens, perf, pilot, plots, seals
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
+from gates.dvclock import dir_md5
 from gates.export_md5 import MANIFEST, _manifest, _registry
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
@@ -490,7 +491,64 @@ def pilot_cell(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     )
 
 
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    expected: str | None
+    actual: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.expected == self.actual
+
+
+def seals_picture(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    """Each sealed path: dvc.lock's md5 against the tree's (a folder: its `.dir` hash)."""
+    lock = a.lock
+    rows = []
+    for path, recorded in seals.sealed_paths(lock, seals.in_scope(lock, a.scope)):
+        full = lock.root / path
+        if recorded.endswith(".dir"):
+            now = dir_md5(lock.listing(path)) if full.is_dir() else None
+            name = f"{path}/ ({len(lock.listing(path)) if full.is_dir() else 0} files)"
+        else:
+            now, name = (lock.md5(path) if full.is_file() else None), path
+        rows.append(_Row(name, recorded, now))
+    return Picture(
+        md5_table(rows, "dvc.lock md5"),
+        "Every out of dvc.lock (a folder by DVC's .dir hash of its files) and every folder dep such as "
+        "registry/models, hashed now. Pass: every row equal and no stage or out missing from dvc.lock.",
+    )
+
+
+def consistency_picture(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    """Each run's files against what its metrics.json gives."""
+    rows = []
+    for run in RUN_STAGE:
+        try:
+            problems = consistency.run_problems(a, run)
+        except StageNotRun:
+            continue
+        for name in ("summary.json", "loss.csv", "eval.csv", "checkpoints/latest", "model.safetensors"):
+            bad = any(name in p for p in problems)
+            rows.append(
+                f"<tr class='{'bad' if bad else 'ok'}'><td>runs/{run}/{escape(name)}</td>"
+                f"<td>{'DIFFERS' if bad else 'agrees'}</td></tr>"
+            )
+    if not rows:
+        raise NoPicture("no training stage has run")
+    return Picture(
+        "<table class='files'><tr><th>file</th><th>against metrics.json</th></tr>"
+        + "".join(rows)
+        + "</table>",
+        "Each run's summary, csv files, latest pointer and final weights (parameter digest recomputed "
+        "from model.safetensors) against its metrics.json. Pass: every row agrees.",
+    )
+
+
 PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
+    "seals": seals_picture,
+    "consistency": consistency_picture,
     "loss_match": loss_match,
     "launcher_parity": launcher_parity,
     "cross_rank": cross_rank,

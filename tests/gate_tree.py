@@ -3,11 +3,16 @@
 single, thread and torchrun runs, both exports, a scratch registry with a blessed version and a
 golden, the closed loop and the scaling benchmark; params.yaml is the repository's with the tiny
 config written into it, so the gates check the runs against the params that produced them.
-`lock_with_dvc` records the tree in dvc.lock with real DVC (`dvc commit`), for the stale tests.
+The tree is sealed as dvc repro leaves one: dvc.yaml with the real pipeline's outs (metrics, plots,
+checkpoints, data, reports) and a dvc.lock written by real DVC (`lock_with_dvc`, `dvc commit`).
+A test that edits an artifact to exercise one gate's recomputation re-seals the tree first
+(`check(root)` does, with `seal`): the attacker who rewrites dvc.lock consistently. Tests of the
+seals themselves pass `sealed=False`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -19,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from conftest import REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
-from contracts.fileio import atomic_write_json
+from contracts.fileio import atomic_write_json, md5_file
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
 from xtrain.checkpoint_dir import resolve_checkpoint
@@ -49,8 +54,17 @@ def registry(root: Path, *args: str) -> None:
     assert registry_main(["--root", str(root / "registry"), *args]) == 0
 
 
+def copy_data(tiny_data: TinyData, root: Path) -> None:
+    """The corpus, tokenizer and tokens the runs trained on, where the corpus and tokenizer stages put them."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    for src, name in ((tiny_data.text, "corpus.txt"), (tiny_data.tokenizer, "tokenizer.json"),
+                      (tiny_data.tokens, "tokens.safetensors")):  # fmt: skip
+        shutil.copyfile(src, root / "data" / name)
+
+
 def build_tree(tiny_data: TinyData, root: Path) -> Path:
     write_params(root)
+    copy_data(tiny_data, root)
     run_single(tiny_spec(tiny_data, run_dir=root / "runs" / "single", train={"cpu_threads": 2}))
     run_threads(
         tiny_spec(tiny_data, launcher="thread", run_dir=root / "runs" / "thread", train={"cpu_threads": 2}),
@@ -111,6 +125,9 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
         [sys.executable, "-m", "pipeline.pilot", "--params", str(root / "params.yaml"), *files,
          "--out", str(root / "runs" / "pilot")]
     )  # fmt: skip
+    verify = ["verify", str(root / "exports" / "pinned"), "--no-fail"]
+    registry(root, *params, *verify, "--report", str(root / "reports" / "registry_check.json"))
+    lock_with_dvc(root)
     return root
 
 
@@ -136,17 +153,44 @@ def run_cli(cmd: list[str], env: dict[str, str] | None = None) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def _train_stage(run: str) -> dict:
+    return {
+        "cmd": "true",
+        "deps": ["data/tokenizer.json", "data/tokens.safetensors"],
+        "outs": [f"runs/{run}/checkpoints", f"runs/{run}/metrics.json"],
+        "metrics": [f"runs/{run}/summary.json"],
+        "plots": [f"runs/{run}/loss.csv", f"runs/{run}/eval.csv"],
+    }
+
+
+# the real dvc.yaml's stages and outs (commands are not run: the tree was built by the code above)
 DVC_YAML = {
     "stages": {
-        "train_single": {"cmd": "true", "outs": ["runs/single/metrics.json"]},
-        "train": {
-            "foreach": ["thread", "proc"],
-            "do": {"cmd": "true", "outs": ["runs/${item}/metrics.json"]},
+        "corpus": {"cmd": "true", "outs": ["data/corpus.txt"]},
+        "tokenizer": {
+            "cmd": "true",
+            "deps": ["data/corpus.txt"],
+            "outs": ["data/tokenizer.json", "data/tokens.safetensors"],
         },
-        "export": {"cmd": "true", "outs": ["exports/fresh", "exports/pinned"]},
-        "closed_loop": {"cmd": "true", "outs": ["reports/closed_loop.json"]},
-        "scaling": {"cmd": "true", "outs": ["bench/scaling.json"]},
-        "pilot": {"cmd": "true", "outs": ["runs/pilot"]},
+        "train_single": _train_stage("single"),
+        "train": {"foreach": ["thread", "proc"], "do": _train_stage("${item}")},
+        "export": {
+            "cmd": "true",
+            "deps": ["runs/single/checkpoints", "registry/pinned"],
+            "outs": ["exports/fresh", "exports/pinned"],
+        },
+        "registry_check": {
+            "cmd": "true",
+            "deps": ["registry/models", "exports/pinned"],
+            "outs": ["reports/registry_check.json"],
+        },
+        "closed_loop": {"cmd": "true", "deps": ["exports/fresh"], "outs": ["reports/closed_loop.json"]},
+        "scaling": {
+            "cmd": "true",
+            "deps": ["data/tokens.safetensors"],
+            "outs": ["bench/scaling.json", "bench/scaling.png"],
+        },
+        "pilot": {"cmd": "true", "deps": ["data/tokens.safetensors"], "outs": ["runs/pilot"]},
     }
 }
 
@@ -166,12 +210,70 @@ def lock_with_dvc(root: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def write_pipeline(root: Path, stages: list[str]) -> None:
+    """dvc.yaml with only these of DVC_YAML's stages (`train@thread`: one item of the foreach; their
+    deps dropped: the tree's inputs may live elsewhere) and a dvc.lock sealing the tree as it is."""
+    pipeline: dict[str, dict] = {}
+    lock: dict[str, dict] = {}
+    for name in stages:
+        base, _, item = name.partition("@")
+        body = {k: v for k, v in DVC_YAML["stages"][base].items() if k != "deps"}
+        if item:
+            do = {k: v for k, v in body["do"].items() if k != "deps"}
+            pipeline.setdefault(base, {"foreach": [], "do": do})["foreach"].append(item)
+            body = {
+                k: [p.replace("${item}", item) for p in v] if isinstance(v, list) else v
+                for k, v in do.items()
+            }
+        else:
+            pipeline[name] = body
+        paths = [p for k in ("outs", "metrics", "plots") for p in body.get(k, [])]
+        lock[name] = {"cmd": "true", "outs": [{"path": p, "hash": "md5"} for p in paths]}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": pipeline}))
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": lock}))
+    seal(root)
+
+
+def _entry(root: Path, entry: dict) -> dict:
+    """A dvc.lock out or dep entry recomputed from disk the way `dvc commit` writes it (a folder: the
+    `.dir` hash of its listing, the listing stored in the cache so the seals can name a file)."""
+    path = root / entry["path"]
+    if path.is_file():
+        return {**entry, "md5": md5_file(path), "size": path.stat().st_size}
+    if not path.is_dir():
+        return entry  # deleted: the tamper under test
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    listing = [{"md5": md5_file(p), "relpath": p.relative_to(path).as_posix()} for p in files]
+    text = json.dumps(listing, sort_keys=True)
+    md5 = hashlib.md5(text.encode()).hexdigest()
+    obj = root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / (md5[2:] + ".dir")
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    obj.write_text(text)
+    size = sum(p.stat().st_size for p in files)
+    return {**entry, "md5": md5 + ".dir", "size": size, "nfiles": len(files)}
+
+
+def seal(root: Path) -> None:
+    """Re-seal dvc.lock to the tree as it is now (as `dvc commit -f` would, without DVC's start-up):
+    every out and dep entry gets its current md5 (tests/test_seals.py holds the two equal)."""
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    for body in (lock.get("stages") or {}).values():
+        for key in ("outs", "deps"):
+            if body and body.get(key):
+                body[key] = [_entry(root, e) for e in body[key]]
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+
+
 def copy_tree(src: Path, dest: Path) -> Path:
     shutil.copytree(src, dest, symlinks=True)
     return dest
 
 
-def check(root: Path, *extra: str) -> tuple[int, dict]:
+def check(root: Path, *extra: str, sealed: bool = True) -> tuple[int, dict]:
+    """The gates' verdict on the tree; `sealed`: re-seal dvc.lock first (the edit is judged by the
+    gates' recomputation, not by the seals)."""
+    if sealed and (root / "dvc.lock").exists():
+        seal(root)
     code = gates_main(["--root", str(root), "check", *extra])
     return code, json.loads((root / "reports" / "gates.json").read_text())
 

@@ -95,10 +95,11 @@ def test_markdown_lists_failing_gates_first_and_escapes_cells(tmp_path: Path) ->
 
 
 def _skip_tree(tmp_path: Path) -> Path:
-    """A repository layout whose dvc.lock lists no stage: every gate skips (a real exit-0 check)."""
+    """A repository layout whose pipeline has no stage: every gate skips (a real exit-0 check)."""
     root = tmp_path / "repo"
     root.mkdir()
     shutil.copy(REPO / "params.yaml", root / "params.yaml")
+    (root / "dvc.yaml").write_text("stages: {}\n")
     (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     return root
 

@@ -1,0 +1,105 @@
+"""The consistency gate: each run agrees with itself, recomputed from its own files.
+
+dvc.lock seals files one by one; an attacker who rewrites dvc.lock (or a producer that wrote one
+file from other numbers than the next) can still make a run's files disagree. What recomputation
+allows is checked here: summary.json, loss.csv and eval.csv are what metrics.json gives (the writer's
+own formulas, xtrain.train.write_metrics), and metrics.json's param_digest is the digest of the
+run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free).
+A disagreement fails (exit 1): the run is not one run's record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+from safetensors.numpy import load_file
+
+from gates.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates.outcome import Outcome, failed, passed
+from gates.training import RUN_STAGE
+
+THRESHOLD = "summary, loss.csv, eval.csv and the final checkpoint's digest equal metrics.json"
+
+
+def summary_of(m: dict[str, Any]) -> dict[str, Any]:
+    """xtrain.train.summary, recomputed (tests/test_seals_consistency.py holds the two equal)."""
+    return {
+        "world": m["world"],
+        "final_train_loss": m["train_loss"][-1],
+        "initial_val_loss": m["initial_val_loss"],
+        "final_val_loss": m["final_val_loss"],
+        "tokens_per_s": round(m["tokens_per_s"], 1),
+        "cross_rank_max_abs_diff": m["cross_rank"]["max_abs_diff"],
+        "train_time_s": round(m["train_time_s"], 2),
+    }
+
+
+def csv_texts(m: dict[str, Any]) -> dict[str, str]:
+    """loss.csv and eval.csv as xtrain.train.write_metrics writes them (repr: every bit of the float)."""
+    loss = ["step,loss"] + [f"{i},{v!r}" for i, v in enumerate(m["train_loss"])]
+    ev = ["step,val_loss"] + [f"{e['step']},{e['loss']!r}" for e in m["eval"]]
+    return {"loss.csv": "\n".join(loss) + "\n", "eval.csv": "\n".join(ev) + "\n"}
+
+
+def param_digest(path: Path) -> str:
+    """xtrain.checkpoint.param_digest of the weights in a checkpoint's model.safetensors."""
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ArtifactError(f"{path}: not a readable safetensors file: {e}") from None
+    h = hashlib.sha256()
+    for name, t in sorted(tensors.items()):
+        h.update(name.encode())
+        h.update(t.tobytes())
+    return h.hexdigest()
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+def run_problems(a: Artifacts, run: str) -> list[str]:
+    stage, base = RUN_STAGE[run], f"runs/{run}"
+    m = a.json(f"{base}/metrics.json", "metrics.schema.json", stage, refuse_non_finite=False)
+    problems = []
+    summary = a.json(f"{base}/summary.json", "summary.schema.json", stage, refuse_non_finite=False)
+    if _canonical(summary) != _canonical(summary_of(m)):
+        problems.append(f"{base}/summary.json is not what metrics.json gives ({_canonical(summary_of(m))})")
+    for name, text in csv_texts(m).items():
+        if a.path(f"{base}/{name}", stage).read_text() != text:
+            problems.append(f"{base}/{name} differs from metrics.json's values")
+    final = f"step_{m['steps']:06d}"
+    latest = a.path(f"{base}/checkpoints/latest", stage).read_text().strip()
+    if latest != final:
+        problems.append(f"{base}/checkpoints/latest is {latest!r}, metrics.json ends at {final}")
+    model = f"{base}/checkpoints/{final}/model.safetensors"
+    if not (a.root / model).is_file():
+        return [*problems, f"metrics.json ends at {final}, but {model} does not exist"]
+    digest = param_digest(a.path(model, stage))
+    if digest != m["param_digest"]:
+        problems.append(
+            f"{base}/checkpoints/{final}/model.safetensors digests to {digest[:16]}..., "
+            f"metrics.json param_digest is {m['param_digest'][:16]}..."
+        )
+    return problems
+
+
+def consistency(a: Artifacts) -> Outcome:
+    checked, problems = [], []
+    for run in RUN_STAGE:
+        try:
+            problems += run_problems(a, run)
+        except StageNotRun:
+            continue
+        checked.append(run)
+    if not checked:
+        return Outcome("skip", None, THRESHOLD, "no training stage has run")
+    if problems:
+        return failed(
+            len(problems), THRESHOLD, "; ".join(problems) + ": the run's files are not one run's record"
+        )
+    return passed(0, THRESHOLD, f"runs {', '.join(checked)}: summary, csv and final checkpoint agree")

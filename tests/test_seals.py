@@ -1,0 +1,221 @@
+"""Issue #27, items 2 and 4: nothing the verdict depends on goes unseen.
+
+The tree is the real artifact tree of tests/gate_tree.py, sealed by real DVC (`dvc commit`) with
+the real pipeline's outs. Each case reproduces a hostile review's finding that exited 0 on main
+7c26a35 (dvc.lock deleted or partial; a checkpoint, summary.json, loss.csv, a report, data/*
+edited) and must now be exit 2 naming what is missing or changed. The consistency cases re-seal
+dvc.lock after the edit (the attacker who rewrites dvc.lock): recomputation must still catch them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gate_tree import check, copy_tree, edit, flip_byte, gate, seal
+from gates.consistency import summary_of
+
+pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+
+FINAL = "runs/single/checkpoints/step_000012"
+
+
+@pytest.fixture()
+def work(gate_tree: Path, tmp_path: Path) -> Path:
+    return copy_tree(gate_tree, tmp_path / "tree")
+
+
+def lock(root: Path) -> dict:
+    return yaml.safe_load((root / "dvc.lock").read_text())
+
+
+def write_lock(root: Path, data: dict) -> None:
+    (root / "dvc.lock").write_text(yaml.safe_dump(data))
+
+
+def test_the_sealed_tree_passes_and_every_out_file_is_hashed(work: Path) -> None:
+    """The negative control: untouched, both new gates pass; the seals cover every file of every out."""
+    code, report = check(work, sealed=False)
+    assert code == 0, {g["id"]: g["message"] for g in report["gates"] if g["status"] not in ("pass", "skip")}
+    outs = [o for body in lock(work)["stages"].values() for o in body["outs"]]
+    deps = {d["path"] for body in lock(work)["stages"].values() for d in body.get("deps", [])}
+    folder_deps = [p for p in deps if (work / p).is_dir() and not any(o["path"] == p for o in outs)]
+    files = sum(o.get("nfiles", 1) for o in outs) + sum(
+        sum(1 for f in (work / p).rglob("*") if f.is_file()) for p in folder_deps
+    )
+    assert sorted(folder_deps) == ["registry/models", "registry/pinned"]
+    assert gate(report, "seals")["status"] == "pass" and gate(report, "seals")["measured"] == files
+    assert gate(report, "consistency")["status"] == "pass"
+
+
+def test_our_seal_writes_what_real_dvc_writes(work: Path) -> None:
+    """The tests' re-seal (gate_tree.seal) is `dvc commit`'s dvc.lock, entry for entry."""
+    before = lock(work)
+    seal(work)
+    assert lock(work) == before
+
+
+# -- item 2: a missing or partial dvc.lock ------------------------------------------------------------
+
+
+def forge_everything(root: Path) -> None:
+    """The issue's reproduction: forged scaling windows, thread's metrics over proc's, a flipped
+    checkpoint byte."""
+
+    def forge(s: dict) -> None:
+        r = s["results"]["thread"]["2"]
+        r["windows"] = [w * 3 for w in r["windows"]]
+
+    edit(root / "bench/scaling.json", forge)
+    shutil.copyfile(root / "runs/thread/metrics.json", root / "runs/proc/metrics.json")
+    flip_byte(root / FINAL / "model.safetensors")
+
+
+def test_a_deleted_dvc_lock_is_exit_2_not_all_pass(work: Path) -> None:
+    forge_everything(work)
+    (work / "dvc.lock").unlink()
+    reports = work / "reports/gates.json"
+    reports.write_text('{"exit_code": 0}')  # an earlier passing verdict
+    code, _ = check_raw(work)
+    assert code == 2 and not reports.exists()  # no verdict at all, never a stale or a passing one
+
+
+def test_a_deleted_dvc_lock_is_exit_2_under_only_too(work: Path, capsys) -> None:
+    (work / "dvc.lock").unlink()
+    code, _ = check_raw(work, "--only", "scaling")
+    assert code == 2 and "dvc.lock: missing" in capsys.readouterr().err
+
+
+def test_a_deleted_dvc_yaml_is_exit_2(work: Path, capsys) -> None:
+    (work / "dvc.yaml").unlink()
+    code, _ = check_raw(work)
+    assert code == 2 and "dvc.yaml: missing" in capsys.readouterr().err
+
+
+def check_raw(root: Path, *extra: str) -> tuple[int, None]:
+    from gates.__main__ import main
+
+    return main(["--root", str(root), "check", *extra]), None
+
+
+def test_one_out_entry_deleted_and_a_loss_moved_is_exit_2(work: Path) -> None:
+    data = lock(work)
+    outs = data["stages"]["train@thread"]["outs"]
+    data["stages"]["train@thread"]["outs"] = [o for o in outs if o["path"] != "runs/thread/metrics.json"]
+    write_lock(work, data)
+    edit(
+        work / "runs/thread/metrics.json", lambda m: m["train_loss"].__setitem__(5, m["train_loss"][5] + 1e-6)
+    )
+    code, report = check(work, sealed=False)
+    s = gate(report, "seals")
+    assert code == 2 and s["status"] == "error"
+    assert "stage train@thread: out runs/thread/metrics.json has no entry" in s["message"]
+    assert (
+        "dvc.lock has no entry for out runs/thread/metrics.json"
+        in gate(report, "loss_match.thread")["message"]
+    )
+
+
+@pytest.mark.parametrize("stage", ["train@proc", "tokenizer", "registry_check"])
+def test_a_stage_missing_from_dvc_lock_is_exit_2_naming_it(work: Path, stage: str) -> None:
+    data = lock(work)
+    del data["stages"][stage]
+    write_lock(work, data)
+    code, report = check(work, sealed=False)
+    s = gate(report, "seals")
+    assert code == 2 and s["status"] == "error" and f"stage {stage} has no entry" in s["message"]
+
+
+def test_only_seals_the_selected_gates_stages_and_their_inputs(work: Path) -> None:
+    """--only scaling: scaling's stages and its inputs (tokenizer, corpus) are sealed, the runs not."""
+    flip_byte(work / FINAL / "model.safetensors")
+    code, report = check(work, "--only", "scaling", sealed=False)
+    assert code == 0 and [g["id"] for g in report["gates"]] == ["seals", "scaling"]
+    flip_byte(work / "data/tokens.safetensors")  # an input of scaling
+    code, report = check(work, "--only", "scaling", sealed=False)
+    assert code == 2 and "data/tokens.safetensors: md5" in gate(report, "seals")["message"]
+
+
+# -- item 4: outs the gates never looked at ------------------------------------------------------------
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+UNSEEN = {
+    "final checkpoint byte": (lambda r: flip_byte(r / FINAL / "model.safetensors"), f"{FINAL}/model.safetensors: md5"),
+    "summary.json edited": (lambda r: edit(r / "runs/single/summary.json", lambda s: s.update(world=3)), "runs/single/summary.json: md5"),
+    "loss.csv edited": (lambda r: flip_byte(r / "runs/proc/loss.csv"), "runs/proc/loss.csv: md5"),
+    "registry_check.json edited": (lambda r: edit(r / "reports/registry_check.json", lambda s: s.update(ok=True)), "reports/registry_check.json: md5"),
+    "tokenizer.json edited": (lambda r: flip_byte(r / "data/tokenizer.json"), "data/tokenizer.json: md5"),
+    "tokens truncated": (lambda r: truncate(r / "data/tokens.safetensors"), "data/tokens.safetensors: md5"),
+    "scaling.png deleted": (lambda r: (r / "bench/scaling.png").unlink(), "bench/scaling.png: missing"),
+    "older checkpoint deleted": (lambda r: shutil.rmtree(r / "runs/thread/checkpoints/step_000006"), "runs/thread/checkpoints/step_000006/state.json: md5 (absent)"),
+    "file added to a registry folder": (lambda r: (r / "registry/models/tiny/v2.json").write_text("{}"), "registry/models: folder hash"),
+    "pinned registry file deleted": (lambda r: (r / "registry/pinned/tiny/tokenizer.json").unlink(), "registry/pinned"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(UNSEEN))
+def test_an_out_no_gate_reads_is_still_sealed(work: Path, case: str) -> None:
+    tamper, fragment = UNSEEN[case]
+    tamper(work)
+    code, report = check(work, sealed=False)
+    s = gate(report, "seals")
+    assert code == 2 and s["status"] == "error" and fragment in s["message"], s["message"]
+
+
+# -- cross-artifact consistency: dvc.lock re-sealed, recomputation still catches ----------------------
+
+
+def swap_final_weights(root: Path) -> None:
+    """thread's final weights in single's final checkpoint (a valid safetensors file, another model)."""
+    other = root / "runs/thread/checkpoints/step_000006/model.safetensors"
+    shutil.copyfile(other, root / FINAL / "model.safetensors")
+
+
+def forged_metrics_digest(root: Path) -> None:
+    edit(root / "runs/proc/metrics.json", lambda m: m.update(param_digest="0" * 64))
+
+
+FORGED = {
+    "summary.json forged": (lambda r: edit(r / "runs/single/summary.json", lambda s: s.update(final_val_loss=1.0)), "runs/single/summary.json is not what metrics.json gives"),
+    "loss.csv forged": (lambda r: (r / "runs/thread/loss.csv").write_text("step,loss\n0,1.0\n"), "runs/thread/loss.csv differs"),
+    "eval.csv forged": (lambda r: flip_byte(r / "runs/proc/eval.csv"), "runs/proc/eval.csv differs"),
+    "final weights swapped": (swap_final_weights, f"{FINAL}/model.safetensors digests to"),
+    "metrics digest forged": (forged_metrics_digest, "metrics.json param_digest is 0000"),
+    "thread's metrics over proc's": (
+        lambda r: shutil.copyfile(r / "runs/thread/metrics.json", r / "runs/proc/metrics.json"),
+        "runs/proc/summary.json is not what metrics.json gives",
+    ),
+    "latest points at an older step": (
+        lambda r: (r / "runs/single/checkpoints/latest").write_text("step_000006\n"),
+        "runs/single/checkpoints/latest is 'step_000006', metrics.json ends at step_000012",
+    ),
+    "final checkpoint deleted": (lambda r: shutil.rmtree(r / FINAL), f"{FINAL}/model.safetensors does not exist"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_a_run_that_disagrees_with_itself_fails_even_resealed(work: Path, case: str) -> None:
+    tamper, fragment = FORGED[case]
+    tamper(work)
+    code, report = check(work)  # dvc.lock re-sealed: the seals gate passes
+    c = gate(report, "consistency")
+    assert gate(report, "seals")["status"] == "pass"
+    assert code != 0 and c["status"] == "fail" and fragment in c["message"], c["message"]
+
+
+def test_the_gates_summary_is_the_trainers(work: Path) -> None:
+    """gates.consistency.summary_of recomputes xtrain.train.summary (torch-free), field for field."""
+    import json
+
+    from xtrain.train import summary
+
+    m = json.loads((work / "runs/thread/metrics.json").read_text())
+    assert summary_of(m) == summary(m) == json.loads((work / "runs/thread/summary.json").read_text())
