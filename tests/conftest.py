@@ -44,6 +44,21 @@ def _pin() -> Path:
 PARAMS = _pin()
 
 
+# Subprocesses started from the pinned folder (below) import the code under test: a `-m` or `-c`
+# run puts its cwd first on sys.path, so a scratch copy's own code still wins in its own folder.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cwd_holds_the_pinned_params():
+    """The tests run in the pinned folder: a command or loader that falls back to ./params.yaml
+    (or ./dvc.lock) reads the pinned copy, never the checkout's working file."""
+    before = os.getcwd()
+    os.chdir(PARAMS.parent)
+    yield
+    os.chdir(before)
+
+
 def pytest_report_header() -> str:
     same = PARAMS.read_bytes() == (REPO / "params.yaml").read_bytes()
     where = "$XTRAIN_TEST_PARAMS" if os.environ.get("XTRAIN_TEST_PARAMS") else "git HEAD"

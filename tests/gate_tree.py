@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
+from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
 from contracts.fileio import atomic_write_json
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
@@ -32,7 +32,7 @@ SCALING_OVERRIDES = ("scaling.warmup_steps=1", "scaling.window_steps=2", "scalin
 
 
 def write_params(root: Path) -> None:
-    shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
+    shutil.copyfile(PARAMS, root / "params.yaml")
     set_in_file(root / "params.yaml", [*TINY_OVERRIDES, *SCALING_OVERRIDES, "export.pinned_model=tiny"])
     params = yaml.safe_load((root / "params.yaml").read_text())
     # tiny model, two-step windows: timing is noise, so the bounds are wide (tests narrow them)
@@ -41,7 +41,10 @@ def write_params(root: Path) -> None:
 
 
 def registry(root: Path, *args: str) -> None:
-    assert registry_main(["--root", str(root / "registry"), *args]) == 0
+    """The registry CLI on the tree's registry, reading the tree's params.yaml (never the cwd's)."""
+    assert (
+        registry_main(["--root", str(root / "registry"), "--params", str(root / "params.yaml"), *args]) == 0
+    )
 
 
 def build_tree(tiny_data: TinyData, root: Path) -> Path:
@@ -86,7 +89,7 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
     scaling = (*TINY_OVERRIDES, *SCALING_OVERRIDES, "train.cpu_threads=1")
     sets = [a for o in scaling for a in ("--set", o)]
     files = ["--tokens", str(tiny_data.tokens), "--tokenizer", str(tiny_data.tokenizer)]
-    params_file = str(REPO / "params.yaml")
+    params_file = str(PARAMS)
     run_cli(
         [
             sys.executable,
