@@ -56,6 +56,11 @@ if [ "$PROFILE" = gpu ] && [ "$NGPU" -lt 1 ]; then echo "no CUDA device visible"
 WORLD=$(( NGPU > 0 ? NGPU : 2 ))
 
 step "profile $PROFILE, world $WORLD for both launchers"
+# The CPU suite reads params.yaml as checked out, not this switch (tests/conftest.py PARAMS: git HEAD,
+# or this copy, which also serves a checkout without git history).
+cp params.yaml "$ART/params.as-checked-out.yaml" || exit 2
+XTRAIN_TEST_PARAMS="$(cd "$ART" && pwd)/params.as-checked-out.yaml"
+export XTRAIN_TEST_PARAMS
 python3 -m pipeline.config set "profile=$PROFILE" "launchers.thread.world=$WORLD" "launchers.proc.world=$WORLD" || exit 2
 
 # Timed training is host-bound: the GPU work gets the first half of the cores, the CPU-only test
@@ -96,7 +101,7 @@ if [ "${NIGHTLY_TESTS:-1}" = 1 ]; then
 fi
 
 step "dvc repro tokenizer (the determinism probe trains on its tokens)"
-$DVC repro tokenizer 2>&1 | tail -2
+$DVC repro tokenizer 2>&1 | tail -n 2
 
 # The probe is not timed by any gate: it runs on the test half of the cores, so train_single, whose
 # windows perf.throughput judges, has the pipeline half to itself.
@@ -106,7 +111,7 @@ step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
        --name "$(python3 -m pipeline.config get export.pinned_model)-fresh" ) \
   > "$ART/rerun.log" 2>&1 &
 probe_pid=$!
-pin "$GPU_CORES" $DVC repro train_single 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -4
+pin "$GPU_CORES" $DVC repro train_single 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -n 4
 wait $probe_pid || fail "determinism probe (see rerun.log)"
 
 repro() {  # dvc repro TARGETS, pinned, timestamped, appended to repro.log
@@ -131,7 +136,7 @@ fi
 repro closed_loop
 if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
   wait "$gpu_pid" || gpu_tests=$?
-  grep -E "^(thread|proc) world|passed|failed" "$ART/gpu-tests.log" | tail -20 | tee "$ART/gpu-tests.txt"
+  grep -E "^(thread|proc) world|passed|failed" "$ART/gpu-tests.log" | tail -n 20 | tee "$ART/gpu-tests.txt"
   [ "$gpu_tests" -eq 0 ] || fail "GPU tests (gpu-tests.log)"
 fi
 
@@ -160,7 +165,7 @@ PYEOF
 if [ "${#tests_pids[@]}" -gt 0 ]; then
   step "tests: waiting for the background suite"
   for pid in "${tests_pids[@]}"; do wait "$pid" || fail "tests (tests.log, tests-ddp.log)"; done
-  tail -3 "$ART/tests-ddp.log" "$ART/tests.log" | tee "$ART/tests.txt"
+  tail -n 3 "$ART/tests-ddp.log" "$ART/tests.log" | tee "$ART/tests.txt"
 fi
 
 if [ "$BENCH" = 1 ] && [ "$NGPU" -ge 1 ]; then

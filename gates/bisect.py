@@ -6,7 +6,11 @@ cache, so its run cache restores any stage whose code, params and inputs were se
 the registry of that worktree is replaced by GOOD's and the gate runs. The judge is fixed: the gate
 code and `gates:` thresholds of the checkout bisect runs from, and GOOD's registry (goldens,
 blessed versions, perf baselines), so a bless made after GOOD cannot hide the regression. Only the
-producers (code, params, dvc.yaml) change from commit to commit.
+producers (code, params, dvc.yaml) change from commit to commit, and each commit's runs are judged
+against that commit's OWN params.yaml (shapes, worlds, config identity) with only its `gates:`
+section replaced by the judge's. A commit whose config identity differs from the last passing one's
+and has no golden in GOOD's registry is named plainly: "config changed at <commit>, no golden: bless
+it or revert".
 
 Search: a plain binary search over `git rev-list --ancestry-path GOOD..BAD`, not `git bisect run`:
 it leaves no BISECT state in the user's repository, caches each verdict (keyed by gate, commit,
@@ -27,6 +31,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import yaml
+
+from registry.store import Registry, RegistryError
 
 TRAINS = ["train_single", "train@thread", "train@proc"]
 GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it reads
@@ -55,6 +63,8 @@ class BisectError(RuntimeError):
 class Verdict:
     status: str  # pass | fail | untestable
     message: str
+    config: str | None = None  # the config_hash the commit's runs recorded (None: no run read)
+    golden: bool = False  # GOOD's registry holds a golden for that config (any environment)
 
 
 def stages_for(gate: str | None) -> list[str]:
@@ -86,16 +96,62 @@ def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
     return good_sha, commits
 
 
+def judge_thresholds(params: Path) -> dict:
+    """The judge's `gates:` section: the only part of its params.yaml that judges other commits."""
+    try:
+        raw = yaml.safe_load(params.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise BisectError(f"{params}: cannot read the judge's thresholds: {e}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("gates"), dict):
+        raise BisectError(f"{params}: gates: missing (the judge's thresholds)")
+    return raw["gates"]
+
+
 def judge_fingerprint(judge: Path, params: Path) -> str:
     """What the verdict depends on besides the commit: the gate code, contracts (schemas) and thresholds."""
     h = hashlib.sha256()
     code = [
         f for pkg in ("gates", "contracts") for f in (judge / pkg).rglob("*") if f.suffix in (".py", ".json")
     ]
-    for path in sorted([*code, params]):
-        h.update(str(path.relative_to(judge) if path.is_relative_to(judge) else path).encode())
+    for path in sorted(code):
+        h.update(str(path.relative_to(judge)).encode())
         h.update(path.read_bytes())
+    h.update(json.dumps(judge_thresholds(params), sort_keys=True).encode())
     return h.hexdigest()[:16]
+
+
+def judged_params(tree: Path, thresholds: dict) -> Path:
+    """The commit's own params.yaml with the judge's `gates:` section: what its runs are judged against."""
+    raw = yaml.safe_load((tree / "params.yaml").read_text())
+    if not isinstance(raw, dict):
+        raise BisectError(f"{tree / 'params.yaml'}: not a mapping")
+    raw["gates"] = thresholds
+    out = tree / "reports" / "bisect-params.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return out
+
+
+def run_config(tree: Path) -> str | None:
+    """The config identity the commit's runs recorded (single first; the gate's stages made them)."""
+    for launcher in ("single", "thread", "proc"):
+        path = tree / "runs" / launcher / "metrics.json"
+        try:
+            return str(json.loads(path.read_text())["config_hash"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def has_golden(registry: Path, config: str | None) -> bool:
+    """GOOD's registry holds a golden of this config for some environment."""
+    if config is None:
+        return False
+    try:
+        reg = Registry(registry)
+        return any(e.data["config_hash"] == config for env in reg.env_ids() for e in reg.goldens(env))
+    except RegistryError:
+        return False
 
 
 def run_logged(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -117,7 +173,8 @@ class Bisector:
     cache: Path
 
     def key(self, commit: str) -> str:
-        text = f"{self.gate}|{commit}|{self.good}|{judge_fingerprint(self.judge, self.params)}"
+        # v2: each commit judged against its own params (the judge gives only `gates:`)
+        text = f"v2|{self.gate}|{commit}|{self.good}|{judge_fingerprint(self.judge, self.params)}"
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def verdict(self, commit: str) -> Verdict:
@@ -150,9 +207,16 @@ class Bisector:
             return Verdict("untestable", f"dvc repro failed: {tail(built.stderr or built.stdout)}")
         shutil.rmtree(tree / "registry")
         git(tree, "checkout", self.good, "--", "registry")  # GOOD's registry: later blessings cannot hide it
+        config = run_config(tree)
+        v = self.judge_tree(tree)
+        return Verdict(v.status, v.message, config, has_golden(tree / "registry", config))
+
+    def judge_tree(self, tree: Path) -> Verdict:
+        """The judge's gate code and thresholds over the commit's artifacts and its own params."""
         report = tree / "reports" / "bisect-gates.json"
         only = ["--only", self.gate] if self.gate else []
-        cmd = [sys.executable, "-m", "gates", "--root", str(tree), "--params", str(self.params)]
+        params = judged_params(tree, judge_thresholds(self.params))
+        cmd = [sys.executable, "-m", "gates", "--root", str(tree), "--params", str(params)]
         judged = run_logged([*cmd, "check", *only, "--report", str(report)], self.judge)
         if not report.exists():
             return Verdict("untestable", f"gates check exited {judged.returncode}: {tail(judged.stderr)}")
@@ -170,13 +234,14 @@ class Bisector:
 Say = Callable[[str, Verdict, str], None]
 
 
-def search(b: Bisector, commits: list[str], say: Say) -> tuple[int, list[int]]:
-    """Binary search; returns (index of the first bad commit, indices of skipped commits before it)."""
+def search(b: Bisector, commits: list[str], say: Say) -> tuple[int, int, list[int]]:
+    """Binary search; returns (index of the last passing commit (-1: GOOD), index of the first bad
+    commit, indices of skipped commits between them)."""
     lo, hi, skipped = -1, len(commits) - 1, set()
     while True:
         pool = [i for i in range(lo + 1, hi) if i not in skipped]
         if not pool:
-            return hi, sorted(i for i in skipped if lo < i < hi)
+            return lo, hi, sorted(i for i in skipped if lo < i < hi)
         mid = (lo + hi) // 2
         pick = min(pool, key=lambda i: (abs(i - mid), i))
         v = b.verdict(commits[pick])
@@ -221,10 +286,28 @@ def bisect(
     say(good_sha, base, "GOOD")
     if base.status != "pass":
         raise BisectError(f"GOOD {good} does not pass ({base.status}): {base.message}")
-    first, skipped = search(b, commits, say)
+    last, first, skipped = search(b, commits, say)
     if skipped:
         names = ", ".join(subject(repo, commits[i]) for i in skipped)
         print(f"untestable commits next to the boundary: the first bad commit could also be any of: {names}")
     print(f"first bad commit: {subject(repo, commits[first])} ({commits[first]})")
-    print(f"  {b.verdict(commits[first]).message}")
+    bad_v = b.verdict(commits[first])
+    changed = config_change(b.verdict(commits[last] if last >= 0 else good_sha), bad_v)
+    if changed and reads_goldens(gate):
+        short = git(repo, "log", "-1", "--format=%h", commits[first])
+        print(f"  config changed at {short}, no golden: bless it or revert ({changed})")
+    print(f"  {bad_v.message}")
     return 0
+
+
+def reads_goldens(gate: str | None) -> bool:
+    """Gates judged against a golden of the run's config (a new config needs a new golden)."""
+    return gate is None or "fresh_train".startswith(gate) or gate.startswith("fresh_train")
+
+
+def config_change(good: Verdict, bad: Verdict) -> str | None:
+    """How the config identity moved between the last passing and the first failing commit, when
+    GOOD's registry has no golden for the new one; None if it did not move (or a golden exists)."""
+    if good.config is None or bad.config is None or good.config == bad.config or bad.golden:
+        return None
+    return f"config_hash {good.config} -> {bad.config}"

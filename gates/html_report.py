@@ -60,6 +60,8 @@ def _verdict_table(gates: list[dict[str, Any]], labels: dict[str, str] | None) -
 def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
     try:
         pic = pictures.draw(gate_id, a, thresholds)
+    except pictures.NothingMeasured as e:
+        return f"<p class='nopic'>Nothing measured to draw: {escape(str(e))}</p>"
     except pictures.NoPicture as e:
         return f"<p class='nopic'>No picture: {escape(str(e))}</p>"
     if pic is None:

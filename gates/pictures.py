@@ -3,7 +3,8 @@
 Each function reads the artifacts the gate reads (through gates.artifacts, schema-validated) and
 recomputes what it draws from the raw values; it never draws from the gate's own verdict. A gate
 without a function here (a new one) gets the report's generic card; a picture that cannot be drawn
-(stage not run, artifact invalid) raises NoPicture with the reason, shown in its place.
+(artifact invalid) raises NoPicture with the reason, shown in its place; a stage that has not run
+raises NothingMeasured (a skip with nothing to draw, not a hole in the report).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gates import consistency, ddp, goldens, perf, pilot, plots, seals
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import dir_md5
 from gates.export_md5 import MANIFEST, _manifest, _registry
+from gates.fresh_train import approx_threshold
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
 from registry.store import RegistryError, check_export, compare_files
@@ -37,11 +39,43 @@ class NoPicture(Exception):
     """The picture cannot be drawn; the message says why (shown on the card)."""
 
 
+class NothingMeasured(NoPicture):
+    """The gate's stage has not run: there is nothing to draw (the card says so; not a missing picture)."""
+
+
+class Unpaired(Exception):
+    """Two runs a gate compares step by step are not the same config or length (the gate fails)."""
+
+    def __init__(self, picture: Picture) -> None:
+        super().__init__(picture.caption)
+        self.picture = picture
+
+
 def _metrics_pair(a: Artifacts, run: str, reference: str) -> tuple[dict[str, Any], dict[str, Any]]:
     ref, got = run_metrics(a, reference), run_metrics(a, run)
     if ref["config_hash"] != got["config_hash"] or len(ref["train_loss"]) != len(got["train_loss"]):
-        raise NoPicture(f"runs/{run} and runs/{reference} are not the same configuration or length")
+        raise Unpaired(_unpaired(got, ref, run, reference))
     return got, ref
+
+
+def _unpaired(got: dict[str, Any], ref: dict[str, Any], run: str, reference: str) -> Picture:
+    """Both trajectories as they are, when no step-by-step difference can be drawn."""
+    fig, (ax,) = plots.figure(height=2.6)
+    for m, name in ((ref, reference), (got, run)):
+        ax.plot(
+            range(len(m["train_loss"])), m["train_loss"], lw=1, label=f"{name} ({len(m['train_loss'])} steps)"
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel("train loss (nats/token)")
+    ax.set_title(f"runs/{run} vs runs/{reference}: not comparable step by step")
+    plots.legend(ax)
+    return Picture(
+        plots.to_svg(fig),
+        f"Training loss of runs/{run} and runs/{reference} (nats per token) as recorded: config "
+        f"{got['config_hash']} vs {ref['config_hash']}, {len(got['train_loss'])} vs {len(ref['train_loss'])} "
+        "steps. Pass needs the same config and length (the gate's message says which differs); rerun "
+        "both stages from the same params.",
+    )
 
 
 def _rel_panel(
@@ -175,6 +209,24 @@ def export_md5(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     )
 
 
+def _unblessed(m: dict[str, Any], reason: str) -> Picture:
+    """fresh_train without a golden to draw against: the run alone, and why it is not judged."""
+    fig, (ax,) = plots.figure(height=2.6)
+    ax.plot(range(len(m["train_loss"])), m["train_loss"], lw=1, label="this run")
+    ev = [e for e in m["eval"] if math.isfinite(e["loss"])]
+    ax.plot([e["step"] for e in ev], [e["loss"] for e in ev], "s", mfc="none", color="#6a1b9a", label="eval")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title(f"runs/single (config {m['config_hash']}): no golden to compare with")
+    plots.legend(ax)
+    return Picture(
+        plots.to_svg(fig),
+        f"This run's training loss (line) and eval loss (squares), nats per token, alone: {reason}. "
+        "Pass needs a golden: bless this run if it is right (python -m registry bless --golden "
+        "--reason '...'), then the gate compares every step with it.",
+    )
+
+
 def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     m = run_metrics(a, "single")
     files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
@@ -184,19 +236,24 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     except RegistryError as e:
         raise NoPicture(str(e)) from None
     if choice is None:
-        raise NoPicture(f"no golden for environment {env_id} or its config: nothing to draw against")
+        own = _registry(a).golden(env_id)
+        why = f"no golden for environment {env_id} nor for config {m['config_hash']} on any other"
+        if own is not None:  # an intended config change without its golden (the gate fails)
+            why = f"golden {env_id} v{own.version} was blessed for config {own.data['config_hash']}"
+        return _unblessed(m, why)
     golden, g = choice.entry, choice.entry.data
     ref = g["metrics"]["train_loss"]["values"]
     steps = sorted(int(s) for s in ref if int(s) < len(m["train_loss"]))
     got, want = [m["train_loss"][s] for s in steps], [ref[str(s)] for s in steps]
     rel = rel_diffs(got, want)
     exact = choice.tier == "exact"
-    rtol = t["fresh_train"]["approx"][m["device"]]["loss_rtol"]
+    tol = t["fresh_train"]["approx"][m["device"]]  # the gate's approximate tier for this device type
+    rtol, judged = tol["loss_rtol"], tol.get("prefix_steps", len(steps))
     limit = plots.ZERO_FLOOR * 10 if exact else rtol
     marked = [
         i
         for i, (x, y, r) in enumerate(zip(got, want, rel, strict=True))
-        if (x != y if exact else not r <= rtol)
+        if (x != y if exact else i < judged and not r <= rtol)
     ]
     fig, (top, bottom) = plots.figure(2, 1)
     plots.overlay(top, steps, want, got, (f"golden v{golden.version}", "this run"), marked)
@@ -215,7 +272,8 @@ def fresh_train(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     rule = (
         "Pass (exact tier): every loss bit-identical (no ×) and every export file equal."
         if exact
-        else f"Pass (approximate tier): at most {t['fresh_train']['max_steps_out']} steps over rtol {rtol:g}."
+        else f"Pass (approximate tier): {approx_threshold(tol)} (steps past the judged ones are drawn, not "
+        "marked)."
     )
     table = md5_table(compare_files(g["export"]["files"], files), "golden md5")
     return Picture(
@@ -297,7 +355,7 @@ def finite(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
                 ax.axvline(step, color=plots.BAD, lw=1.5)
                 bad += 1
     if not drawn:
-        raise NoPicture("no training stage has run")
+        raise NothingMeasured("no training stage has run")
     for ax, label in ((loss_ax, "train loss (nats/token)"), (norm_ax, "grad norm (before clipping)")):
         ax.set_xlabel("step")
         ax.set_ylabel(label)
@@ -402,7 +460,7 @@ def export_gguf(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
 def _perf_stages(a: Artifacts) -> tuple[dict[str, Any], dict[str, Any] | None]:
     runs, _ = perf.run_stages(a)
     if not runs:
-        raise NoPicture("no training stage has run")
+        raise NothingMeasured("no training stage has run")
     _, base = perf.baseline_for(a, runs)
     return runs, None if base is None else base.data["stages"]
 
@@ -570,8 +628,10 @@ def draw(gate_id: str, a: Artifacts, t: Thresholds) -> Picture | None:
         return None
     try:
         return fn(a, gate_id, t)
+    except Unpaired as e:
+        return e.picture
     except StageNotRun as e:
-        raise NoPicture(str(e)) from None
+        raise NothingMeasured(str(e)) from None
     except (ArtifactError, ValidationError, RegistryError, NonFinite) as e:
         raise NoPicture(f"artifact unreadable: {e}") from None
     except (KeyError, IndexError, TypeError, ValueError) as e:

@@ -2,17 +2,68 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
+import os
 import random
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Working files a test must not read unless it tests them: the GPU nightly switches params.yaml to
+# the gpu profile and its worlds, and `dvc repro` rewrites dvc.lock, in the very checkout it tests.
+PINNED = ("params.yaml", "dvc.lock")
+
+
+def committed(rel: str) -> bytes:
+    """`rel` as the tests read it: $XTRAIN_TEST_PARAMS for params.yaml (a developer testing an
+    uncommitted edit points it at the working file), else the committed version (git HEAD), else,
+    in a tree without git history, the working file."""
+    if rel == "params.yaml" and os.environ.get("XTRAIN_TEST_PARAMS"):
+        return Path(os.environ["XTRAIN_TEST_PARAMS"]).read_bytes()
+    git = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True)
+    return git.stdout if git.returncode == 0 else (REPO / rel).read_bytes()
+
+
+def _pin() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="xtrain-tests-pinned-"))
+    atexit.register(shutil.rmtree, folder, True)
+    for rel in PINNED:
+        (folder / rel).write_bytes(committed(rel))
+    return folder / "params.yaml"
+
+
+# The params.yaml every test reads (never REPO / "params.yaml"): one copy per test process.
+PARAMS = _pin()
+
+
+# Subprocesses started from the pinned folder (below) import the code under test: a `-m` or `-c`
+# run puts its cwd first on sys.path, so a scratch copy's own code still wins in its own folder.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cwd_holds_the_pinned_params():
+    """The tests run in the pinned folder: a command or loader that falls back to ./params.yaml
+    (or ./dvc.lock) reads the pinned copy, never the checkout's working file."""
+    before = os.getcwd()
+    os.chdir(PARAMS.parent)
+    yield
+    os.chdir(before)
+
+
+def pytest_report_header() -> str:
+    same = PARAMS.read_bytes() == (REPO / "params.yaml").read_bytes()
+    where = "$XTRAIN_TEST_PARAMS" if os.environ.get("XTRAIN_TEST_PARAMS") else "git HEAD"
+    return f"params.yaml for the tests: {where} ({'same as' if same else 'differs from'} the working file)"
+
 
 WORDS = [
     "the",
@@ -111,7 +162,7 @@ def params_train() -> dict:
     """params.yaml's train section on the CPU profile: the values a tiny config does not set (as the CLI runs)."""
     from xtrain.config import load_params
 
-    return dict(load_params(str(REPO / "params.yaml"), ["profile=cpu"])["train"])
+    return dict(load_params(str(PARAMS), ["profile=cpu"])["train"])
 
 
 def tiny_run_config(
@@ -163,7 +214,7 @@ def tiny_cli(data: TinyData, run_dir: Path, *extra: str) -> list[str]:
     sets = [a for o in (*TINY_OVERRIDES, *extra) for a in ("--set", o)]
     return [
         "--params",
-        str(REPO / "params.yaml"),
+        str(PARAMS),
         *sets,
         "--tokens",
         str(data.tokens),
@@ -183,7 +234,8 @@ def gate_tree(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def scratch_repo(dest: Path) -> Path:
-    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline."""
+    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline;
+    params.yaml and dvc.lock are the committed ones (PINNED), not the checkout's working files."""
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
@@ -194,6 +246,9 @@ def scratch_repo(dest: Path) -> Path:
         if (REPO / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
+    for rel in PINNED:
+        if (dest / rel).exists():
+            (dest / rel).write_bytes((PARAMS.parent / rel).read_bytes())
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
 

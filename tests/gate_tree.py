@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
+from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
 from contracts.fileio import atomic_write_json, md5_file
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
@@ -39,7 +39,7 @@ PILOT_OVERRIDES = ("pilot.steps=6", "pilot.resume_at=3", "pilot.sets.cpu=[train.
 
 
 def write_params(root: Path) -> None:
-    shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
+    shutil.copyfile(PARAMS, root / "params.yaml")
     set_in_file(
         root / "params.yaml",
         [*TINY_OVERRIDES, *SCALING_OVERRIDES, *PILOT_OVERRIDES, "export.pinned_model=tiny"],
@@ -51,7 +51,10 @@ def write_params(root: Path) -> None:
 
 
 def registry(root: Path, *args: str) -> None:
-    assert registry_main(["--root", str(root / "registry"), *args]) == 0
+    """The registry CLI on the tree's registry, reading the tree's params.yaml (never the cwd's)."""
+    assert (
+        registry_main(["--root", str(root / "registry"), "--params", str(root / "params.yaml"), *args]) == 0
+    )
 
 
 def copy_data(tiny_data: TinyData, root: Path) -> None:
@@ -105,7 +108,7 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
     scaling = (*TINY_OVERRIDES, *SCALING_OVERRIDES, "train.cpu_threads=1")
     sets = [a for o in scaling for a in ("--set", o)]
     files = ["--tokens", str(tiny_data.tokens), "--tokenizer", str(tiny_data.tokenizer)]
-    params_file = str(REPO / "params.yaml")
+    params_file = str(PARAMS)
     run_cli(
         [
             sys.executable,

@@ -4,6 +4,9 @@ The scratch repository is this project with a tiny params config and a golden bl
 History after GOOD: a docs commit, a commit that breaks the build (train.steps=0 is refused), a
 commit that fixes it, the planted regression (an off-by-one in the warm-up schedule of
 xtrain/optim.py: fresh_train's exact tier fails at step 1), a docs commit (BAD). Bisect must name the planted commit, skip the broken one and say so.
+A branch from GOOD holds the params case: train.lr raised by 30 % in params.yaml, then a docs
+commit. Each commit is judged against its own params, so GOOD passes and the lr commit is named as
+a config change without a golden.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TINY_MODEL, TINY_SEED, TINY_TRAIN, tiny_text
+from conftest import PARAMS, REPO, TINY_MODEL, TINY_SEED, TINY_TRAIN, tiny_text
 
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
@@ -62,7 +65,7 @@ def project_copy(dest: Path) -> None:
     for rel in files:
         if (REPO / rel).is_file() and not rel.startswith(("tests/", "ci/", ".github/")) and rel != "dvc.lock":
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dest / rel)
+            shutil.copy2(PARAMS if rel == "params.yaml" else REPO / rel, dest / rel)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +100,11 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     c["fixed"] = commit(repo, "fixed: steps back", edit_params={"steps": TINY_TRAIN["steps"]})
     c["planted"] = commit(repo, "planted: warm-up off by one", warmup_bug=True)
     c["bad"] = commit(repo, "docs: another note", doc="two\n")
+    sh(repo, "git", "checkout", "-q", "-b", "lr", c["good"])  # the params case, a branch from GOOD
+    lr = TINY_TRAIN["lr"]
+    c["lr"] = commit(repo, "train: lr up 30 %", edit_params={"lr": lr * 1.3})
+    c["lr_docs"] = commit(repo, "docs: a note on lr", doc="lr\n")
+    sh(repo, "git", "checkout", "-q", "-")
     return repo, c
 
 
@@ -113,6 +121,7 @@ def test_bisect_names_the_planted_commit_and_skips_the_broken_one(history) -> No
     assert "fresh_train: " in out.stdout and "first differing step 1" in out.stdout
     assert f"{c['broken']} broken: zero steps: skip (untestable)" in out.stdout
     assert "dvc repro failed" in out.stdout
+    assert "config changed" not in out.stdout  # the code case: the config identity did not move
     assert not (repo / ".git" / "BISECT_LOG").exists()  # the user's repository has no bisect state
     # cached per commit: a second bisect runs no stage and gives the same answer
     again = bisect(repo, c["good"], c["bad"])
@@ -128,3 +137,14 @@ def test_a_bad_that_passes_is_exit_1_and_a_bad_good_is_exit_2(history) -> None:
     assert out.returncode == 2 and f"GOOD {c['planted']} does not pass (fail)" in out.stderr
     out = bisect(repo, c["bad"], c["good"])
     assert out.returncode == 2 and "is not an ancestor" in out.stderr
+
+
+def test_a_params_change_is_judged_by_its_own_params_and_named(history) -> None:
+    """GOOD's runs are judged against GOOD's params (not the judge's, whose lr may differ); the lr
+    commit has no golden for its config, so it is the first bad commit, said plainly."""
+    repo, c = history
+    out = bisect(repo, c["good"], c["lr_docs"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{c['good']} good: tiny config with its golden: pass [GOOD]" in out.stdout
+    assert f"first bad commit: {c['lr']} train: lr up 30 %" in out.stdout
+    assert f"config changed at {c['lr']}, no golden: bless it or revert" in out.stdout

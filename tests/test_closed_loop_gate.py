@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TinyData, tiny_spec, tiny_text
+from conftest import PARAMS, TinyData, tiny_spec, tiny_text
 from contracts.fileio import atomic_write_json
 from gate_tree import seal, write_pipeline
 from gates.__main__ import main as gates_main
@@ -28,7 +28,7 @@ REPORT = "reports/closed_loop.json"
 @pytest.fixture(scope="module")
 def tree(tiny_data: TinyData, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cl-tree")
-    shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
+    shutil.copyfile(PARAMS, root / "params.yaml")
     run_single(tiny_spec(tiny_data, run_dir=root / "runs" / "single"))
     for name in ("fresh", "pinned"):
         export(root / "runs" / "single", root / "exports" / name, "fp32")

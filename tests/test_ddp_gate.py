@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, TinyData, tiny_cli, tiny_run_config, tiny_spec
+from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_run_config, tiny_spec
 from gates import ddp
 from gates.__main__ import load_thresholds
 from gates.outcome import Outcome
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
 DROPOUT = {"dropout": 0.1, "attn_dropout": 0.1}
 TRAIN = {"cpu_threads": 2}
-LOSS_MATCH = load_thresholds(REPO / "params.yaml")["loss_match"]
+LOSS_MATCH = load_thresholds(PARAMS)["loss_match"]
 
 
 def metrics(run_dir: Path) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import PARAMS
 from gates import ddp
 from gates.__main__ import load_thresholds
 from gates.outcome import Outcome
@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.skipif(GPUS < 2, reason="needs 2 CUDA devices"),
 ]
 
-LOSS_MATCH = load_thresholds(REPO / "params.yaml")["loss_match"]
+LOSS_MATCH = load_thresholds(PARAMS)["loss_match"]
 BUGS = [
     ("grad_sum@*:0", "first step"),
     ("same_shard@*:0", "samples"),

@@ -1,16 +1,20 @@
 """dvc.yaml's deps are complete: each stage depends on every project file its command runs.
 
 The source of truth is the code: starting at the module a stage's `cmd` runs, follow every
-`import` / `from ... import` of a project package (also inside functions), every module named in a
-string (`torchrun_cmd(world, "pipeline.train")`), each package's __init__.py, and every schema
-named in a string (`"metrics.schema.json"`). A stage missing one of them would not re-run when
-that file changes, and the gates would judge the old code's artifacts. A folder dep covers its files.
+`import` / `from ... import` of a project package (also inside functions, relative ones resolved),
+every module a command line or an import call names explicitly (`[sys.executable, "-m", "x.y"]`,
+`torchrun_cmd(world, "pipeline.train")`, `importlib.import_module("x.y")`), each package's
+__init__.py, and every schema named in a string (`"metrics.schema.json"`). Any other string is not a
+module: the word "gates" in a message imports nothing. A stage missing one of them would not re-run
+when that file changes, and the gates would judge the old code's artifacts; a stage depending on a
+project source file it never imports re-runs for nothing. A folder dep covers its files.
 Re-run after adding modules: `python3 -m pytest tests/test_dvc_deps.py`.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import os
 import re
@@ -45,16 +49,56 @@ def schema_file(name: str) -> Path:
     return found[0]
 
 
-def _imported_names(tree: ast.AST) -> set[str]:
-    """Module names this file imports or names in a string, and schema file names it mentions."""
+# Calls that take a module name (argument index): the module is run or imported, not just named.
+MODULE_ARGS = {"import_module": 0, "run_module": 0, "torchrun_cmd": 1}
+
+
+def _package(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+
+
+def _from_module(node: ast.ImportFrom, path: Path) -> str | None:
+    """The absolute module of `from X import ...`, relative ones resolved against `path`'s package."""
+    if node.level == 0:
+        return node.module
+    parts = _package(path).split(".")
+    base = parts[: len(parts) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])]) or None
+
+
+def _str_arg(node: ast.Call, index: int) -> str | None:
+    if len(node.args) > index and isinstance(node.args[index], ast.Constant):
+        value = node.args[index].value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _dash_m(node: ast.List | ast.Tuple) -> list[str]:
+    """Modules after a literal "-m" in a command line written as a list: ["python3", "-m", "x.y"]."""
+    items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+    return [b for a, b in itertools.pairwise(items) if a == "-m" and isinstance(b, str)]
+
+
+def _call_module(node: ast.Call) -> str | None:
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return _str_arg(node, MODULE_ARGS[name]) if name in MODULE_ARGS else None
+
+
+def _imported_names(tree: ast.AST, path: Path = REPO / "x.py") -> set[str]:
+    """Module names this file imports (or runs explicitly), and schema file names it mentions."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, ast.ImportFrom) and (module := _from_module(node, path)):
+            names.add(module)
+            names.update(f"{module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Call) and (module := _call_module(node)):
+            names.add(module)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            names.update(_dash_m(node))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SCHEMA_NAME.match(node.value):
             names.add(node.value)
     return names
 
@@ -77,7 +121,7 @@ def closure(module: str) -> set[str]:
         seen.add(path)
         if path.suffix != ".py":
             continue
-        for name in _imported_names(ast.parse(path.read_text(), str(path))):
+        for name in _imported_names(ast.parse(path.read_text(), str(path)), path):
             if SCHEMA_NAME.match(name):
                 todo.append(schema_file(name))
             elif (target := module_file(name)) is not None:
@@ -113,11 +157,58 @@ def missing_deps(cmd: str, deps: tuple[str, ...]) -> list[str]:
     return sorted(p for p in closure(stage_module(cmd)) if not covered(p, deps))
 
 
+def extra_deps(cmd: str, deps: tuple[str, ...]) -> list[str]:
+    """Project source files (modules, schemas) a stage depends on but never imports or reads."""
+    source = [d for d in deps if d.split("/")[0] in PACKAGES and d.endswith((".py", ".schema.json"))]
+    return sorted(set(source) - closure(stage_module(cmd)))
+
+
 @pytest.mark.parametrize("stage", sorted(stages()))
 def test_stage_depends_on_its_import_closure(stage: str) -> None:
     cmd, deps = stages()[stage]
     missing = missing_deps(cmd, deps)
     assert not missing, f"dvc.yaml stage {stage} misses deps: {missing}"
+
+
+@pytest.mark.parametrize("stage", sorted(stages()))
+def test_stage_depends_on_no_source_it_never_imports(stage: str) -> None:
+    cmd, deps = stages()[stage]
+    extra = extra_deps(cmd, deps)
+    assert not extra, f"dvc.yaml stage {stage} depends on files its command never imports: {extra}"
+
+
+def names(code: str, path: str = "x.py") -> set[str]:
+    return _imported_names(ast.parse(code), REPO / path)
+
+
+def test_only_real_imports_and_explicit_module_runs_count() -> None:
+    """Negative controls: a string that happens to be a package name is not an import; every form
+    of a real import, and a module run explicitly, is."""
+    assert names('x = "gates"\nprint("xtrain.model", "-m")\n') == set()
+    assert "gates/__init__.py" not in closure("pipeline.corpus")  # xtrain/config.py says "gates"
+    assert names("import xtrain.model\nfrom gates import bisect\n") >= {
+        "xtrain.model",
+        "gates",
+        "gates.bisect",
+    }
+    assert names("def f():\n    from contracts.fileio import atomic_write_json\n") >= {"contracts.fileio"}
+    assert "registry.store" in names("from .store import Registry\n", "registry/checks.py")
+    assert "registry" in names("from . import store\n", "registry/checks.py")
+    assert names('cmd = [sys.executable, "-m", "pipeline.scaling", "rank"]\n') == {"pipeline.scaling"}
+    assert names('torchrun_cmd(2, "pipeline.train", "proc")\n') == {"pipeline.train"}
+    assert names('importlib.import_module("xtrain.model")\n') == {"xtrain.model"}
+    assert names('SCHEMA = "metrics.schema.json"\n') == {"metrics.schema.json"}
+
+
+def test_a_missing_import_and_a_needless_dep_are_reported() -> None:
+    cmd, deps = stages()["corpus"]
+    assert "xtrain/corpus.py" in deps and not missing_deps(cmd, deps) and not extra_deps(cmd, deps)
+    without = tuple(d for d in deps if d != "xtrain/corpus.py")
+    assert missing_deps(cmd, without) == ["xtrain/corpus.py"]
+    assert extra_deps(cmd, (*deps, "gates/__init__.py", "xtrain/model.py")) == [
+        "gates/__init__.py",
+        "xtrain/model.py",
+    ]
 
 
 def test_no_params_value_reaches_a_shell_command() -> None:

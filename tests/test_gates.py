@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import PARAMS, REPO
 from contracts.validate import load_json, load_schema
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 from gates.__main__ import main as gates_main
@@ -253,14 +253,14 @@ def test_json_output_and_report_schema(work: Path, capsys) -> None:
 
 
 def test_list_and_explain(capsys) -> None:
-    assert gates_main(["--root", str(REPO), "list"]) == 0
+    assert gates_main(["--root", str(REPO), "--params", str(PARAMS), "list"]) == 0
     out = capsys.readouterr().out
     for gid in ("loss_match.thread", "export_md5", "fresh_train", "scaling"):
         assert gid in out
-    assert gates_main(["--root", str(REPO), "explain", "cross_rank.proc"]) == 0
+    assert gates_main(["--root", str(REPO), "--params", str(PARAMS), "explain", "cross_rank.proc"]) == 0
     out = capsys.readouterr().out
     assert "checks:" in out and "why:" in out and "investigate:" in out
-    assert gates_main(["--root", str(REPO), "explain", "nope"]) == 2
+    assert gates_main(["--root", str(REPO), "--params", str(PARAMS), "explain", "nope"]) == 2
 
 
 def test_bad_thresholds_are_a_one_line_error(work: Path, capsys) -> None:

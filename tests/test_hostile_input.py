@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TinyData, tiny_cli
+from conftest import PARAMS, REPO, TinyData, tiny_cli
 from pipeline.config import main as config_main
 from pipeline.train import main as launch_main
 
@@ -106,14 +106,14 @@ PARAMS_CASES = [
 @pytest.mark.parametrize(("override", "expected"), PARAMS_CASES, ids=[c[0] for c in PARAMS_CASES])
 def test_bad_params_are_one_line_and_lose_nothing(ws: Workspace, capfd, override: str, expected: str) -> None:
     line = launch(ws, capfd, override)
-    assert expected in line and str(REPO / "params.yaml") in line, line
+    assert expected in line and str(PARAMS) in line, line
 
 
 def test_a_shell_command_as_world_in_the_params_file_is_refused_before_anything_runs(
     tmp_path: Path, capfd
 ) -> None:
     """The injection class: a value that would reach a command line must be validated first."""
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw = yaml.safe_load(PARAMS.read_text())
     raw["launchers"]["proc"]["world"] = f"2 --help; touch {tmp_path / 'FILE'}; echo"
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(raw))
@@ -309,7 +309,7 @@ def test_a_full_disk_names_the_file(tmp_path: Path) -> None:
 
 
 def test_the_traceback_is_there_with_xtrain_debug(ws: Workspace) -> None:
-    cmd = [sys.executable, "-m", "pipeline.config", "show", "--set", "train.lr=nan"]
+    cmd = [sys.executable, "-m", "pipeline.config", "--params", str(PARAMS), "show", "--set", "train.lr=nan"]
     quiet = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     loud = subprocess.run(
         cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "XTRAIN_DEBUG": "1"}

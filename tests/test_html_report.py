@@ -150,7 +150,7 @@ def test_a_gate_without_a_picture_gets_a_generic_card(tmp_path: Path) -> None:
     assert list(by_id) == ["mystery.gate", "scaling"]
     assert "steady tokens/s 19% below the baseline" in by_id["mystery.gate"]
     assert "No picture for this gate yet" in by_id["mystery.gate"]
-    assert "No picture: stage scaling has not run" in by_id["scaling"]
+    assert "Nothing measured to draw: stage scaling has not run" in by_id["scaling"]
 
 
 def test_the_page_is_deterministic(work: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TinyData, tiny_cli, tiny_spec
+from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_spec
 from gates import ddp
 from gates.__main__ import load_thresholds
 from gates.outcome import Outcome
@@ -30,12 +30,8 @@ WORLD = 4
 
 
 @pytest.fixture(scope="module")
-def loss_match(tmp_path_factory) -> dict:
-    pinned = tmp_path_factory.mktemp("params") / "params.yaml"
-    pinned.write_bytes(
-        subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=REPO, capture_output=True, check=True).stdout
-    )
-    return load_thresholds(pinned)["loss_match"]
+def loss_match() -> dict:
+    return load_thresholds(PARAMS)["loss_match"]
 
 
 def metrics(run_dir: Path) -> dict:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import PARAMS, REPO
 from contracts.validate import ValidationError
 from xtrain.config import load_params, resolve
 
 
 @pytest.fixture()
 def raw() -> dict:
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = yaml.safe_load(PARAMS.read_text())
     params["profile"] = "cpu"  # whatever the workspace's switch says (the GPU nightly flips it)
     return params
 
@@ -30,9 +30,9 @@ def error_of(raw: dict, overrides: tuple[str, ...] = ()) -> str:
 
 
 def test_repository_params_are_valid() -> None:
-    p = load_params(REPO / "params.yaml", ["profile=cpu"])
+    p = load_params(PARAMS, ["profile=cpu"])
     assert p["train"]["device"] == "cpu" and p["train"]["steps"] >= 1
-    gpu = load_params(REPO / "params.yaml", ["profile=gpu"])
+    gpu = load_params(PARAMS, ["profile=gpu"])
     assert gpu["train"]["device"] == "cuda" and gpu["model"]["dim"] == 384
 
 
@@ -144,7 +144,7 @@ def test_integral_ints_and_finite_floats_still_pass(raw: dict) -> None:
 
 def test_config_set_refuses_nan_and_leaves_the_file_alone(tmp_path: Path) -> None:
     f = tmp_path / "params.yaml"
-    f.write_text((REPO / "params.yaml").read_text())
+    f.write_text(PARAMS.read_text())
     before = f.read_bytes()
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline.config", "--params", str(f), "set", "train.lr=nan"],

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TinyData, tiny_cli
+from conftest import PARAMS, REPO, TinyData, tiny_cli
 from contracts.perf_record import shift_ci, stage_perf
 from gate_tree import seal, write_pipeline
 from gates.__main__ import main as gates_main
@@ -56,7 +56,7 @@ def bless(root: Path, *extra: str) -> int:
 def tree(tiny_data: TinyData, tmp_path_factory) -> Path:
     """single and thread runs with a blessed baseline; train@proc never ran (per dvc.lock)."""
     root = tmp_path_factory.mktemp("perf")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = yaml.safe_load(PARAMS.read_text())
     params["gates"]["perf"]["cpu"] = TEST_CPU
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     train(tiny_data, root, "single", "sleep_ms=50")
@@ -198,9 +198,7 @@ def test_a_hand_broken_baseline_is_a_one_line_schema_error(work: Path, capsys) -
 
 def test_the_default_cpu_policy_skips_throughput_with_the_reason_and_judges_memory(work: Path) -> None:
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["gates"]["perf"]["cpu"] = yaml.safe_load((REPO / "params.yaml").read_text())["gates"]["perf"][
-        "cpu"
-    ]
+    params["gates"]["perf"]["cpu"] = yaml.safe_load(PARAMS.read_text())["gates"]["perf"]["cpu"]
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     _, g = check(work)
     assert (
@@ -221,7 +219,7 @@ H200_UNCHANGED_THREAD = [74457.0, 76705.0, 84290.0, 78734.0, 79499.0, 84437.0, 8
 def test_h200_targets_on_real_windows() -> None:
     """The blessed H200 windows: an unchanged run passes, a 25% slowdown fails on every stage, 20% where
     the windows can resolve it."""
-    cuda = yaml.safe_load((REPO / "params.yaml").read_text())["gates"]["perf"]["cuda"]
+    cuda = yaml.safe_load(PARAMS.read_text())["gates"]["perf"]["cuda"]
     stages = json.loads(H200_BASELINE.read_text())["stages"]
     for launcher, record in stages.items():
         base = stage_perf(record)
@@ -237,7 +235,7 @@ def test_h200_targets_on_real_windows() -> None:
 
 
 def test_one_slow_window_is_not_noise_but_a_wide_spread_is() -> None:
-    cuda = yaml.safe_load((REPO / "params.yaml").read_text())["gates"]["perf"]["cuda"]
+    cuda = yaml.safe_load(PARAMS.read_text())["gates"]["perf"]["cuda"]
     base = _stage([100.0, 103.0, 98.0, 101.0, 99.0, 102.0, 97.0], 10e9)  # 6% spread
     # one slow window widens the range (30%), not the interval: the median is still known
     outlier = _stage([100.0, 120.0, 90.0, 101.0, 99.0, 102.0, 97.0], 10e9)

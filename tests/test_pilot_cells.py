@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import REPO, tiny_run_config
+from conftest import PARAMS, tiny_run_config
 from xtrain import faults
 from xtrain.config import load_params
 from xtrain.model import build_model
@@ -14,7 +14,7 @@ from xtrain.pilot_cells import CELLS, FEATURES_OFF, cell_params, cells_for
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])
 def test_every_cell_of_every_profile_resolves_to_valid_params(profile: str) -> None:
-    params = load_params(REPO / "params.yaml", [f"profile={profile}"])
+    params = load_params(PARAMS, [f"profile={profile}"])
     cells = cells_for(params)
     assert cells[0] == "base" and all(CELLS[c].reference in cells[: cells.index(c) + 1] for c in cells)
     for cell in cells:
@@ -28,12 +28,12 @@ def test_every_cell_of_every_profile_resolves_to_valid_params(profile: str) -> N
 
 
 def test_the_gpu_profile_runs_the_cuda_cells_and_the_cpu_profile_does_not() -> None:
-    gpu = cells_for(load_params(REPO / "params.yaml", ["profile=gpu"]))
-    cpu = cells_for(load_params(REPO / "params.yaml", ["profile=cpu"]))
+    gpu = cells_for(load_params(PARAMS, ["profile=gpu"]))
+    cpu = cells_for(load_params(PARAMS, ["profile=cpu"]))
     assert {"compile", "bf16", "grad_accum4", "fused_adamw"} <= set(gpu)
     assert not {"compile", "bf16"} & set(cpu)
     assert (
-        cell_params(load_params(REPO / "params.yaml", ["profile=gpu"]), "all")["train"]["precision"] == "bf16"
+        cell_params(load_params(PARAMS, ["profile=gpu"]), "all")["train"]["precision"] == "bf16"
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, TINY_OVERRIDES, TinyData
+from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData
 from contracts.validate import load_schema, validate
 from gate_tree import copy_tree
 from gates import pilot
@@ -43,7 +43,7 @@ PILOT = ("pilot.steps=6", "pilot.resume_at=3", "pilot.sets.cpu=[train.cpu_thread
 
 def make_tree(root: Path, launchers: list[str], *extra: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
+    shutil.copyfile(PARAMS, root / "params.yaml")
     lset = f"pilot.launchers=[{', '.join(launchers)}]"
     set_in_file(root / "params.yaml", [*TINY_OVERRIDES, *PILOT, lset, *extra])
     return root

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from conftest import REPO
+from conftest import PARAMS
 from gates import ci_report, report
 from gates.__main__ import main as gates_main
 from gates.outcome import Outcome
@@ -98,7 +98,7 @@ def _skip_tree(tmp_path: Path) -> Path:
     """A repository layout whose pipeline has no stage: every gate skips (a real exit-0 check)."""
     root = tmp_path / "repo"
     root.mkdir()
-    shutil.copy(REPO / "params.yaml", root / "params.yaml")
+    shutil.copy(PARAMS, root / "params.yaml")
     (root / "dvc.yaml").write_text("stages: {}\n")
     (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     return root

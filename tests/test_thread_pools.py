@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, TinyData
+from conftest import PARAMS, REPO, TinyData
 
 PRELUDE = """
 import os, sys, torch
@@ -58,7 +58,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="counts threads 
 
 
 def run(script: str, data: TinyData) -> str:
-    args = [str(REPO / "params.yaml"), str(data.tokens), str(data.tokenizer)]
+    args = [str(PARAMS), str(data.tokens), str(data.tokenizer)]
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.strip().splitlines()[-1]

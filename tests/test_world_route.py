@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_MODEL, TINY_SEED, TINY_TRAIN, TinyData
+from conftest import PARAMS, REPO, TINY_MODEL, TINY_SEED, TINY_TRAIN, TinyData
 from contracts.validate import ValidationError
 from pipeline.train import proc_command, worlds
 from xtrain.config import set_in_file
@@ -22,7 +22,7 @@ from xtrain.config import set_in_file
 def gpu_params(tmp_path: Path) -> Path:
     """A copy of params.yaml switched to the GPU profile the way the README says."""
     path = tmp_path / "params.yaml"
-    shutil.copy(REPO / "params.yaml", path)
+    shutil.copy(PARAMS, path)
     set_in_file(path, ["profile=gpu"])
     return path
 
@@ -80,7 +80,7 @@ def test_config_set_refuses_a_key_the_profile_shadows(gpu_params: Path) -> None:
 def test_a_world_cannot_inject_a_shell_command(tmp_path: Path) -> None:
     bad = tmp_path / "params.yaml"
     marker = tmp_path / "INJECTED"
-    text = (REPO / "params.yaml").read_text()
+    text = PARAMS.read_text()
     bad.write_text(text.replace("  proc:\n    world: 2", f'  proc:\n    world: "2 --help; touch {marker}"'))
     proc = subprocess.run(
         [sys.executable, "-m", "pipeline.train", "proc", "--params", str(bad)],
