@@ -32,9 +32,7 @@ def test_the_gpu_profile_runs_the_cuda_cells_and_the_cpu_profile_does_not() -> N
     cpu = cells_for(load_params(PARAMS, ["profile=cpu"]))
     assert {"compile", "bf16", "grad_accum4", "fused_adamw"} <= set(gpu)
     assert not {"compile", "bf16"} & set(cpu)
-    assert (
-        cell_params(load_params(PARAMS, ["profile=gpu"]), "all")["train"]["precision"] == "bf16"
-    )
+    assert cell_params(load_params(PARAMS, ["profile=gpu"]), "all")["train"]["precision"] == "bf16"
 
 
 def masks_drawn(recompute: bool) -> int:
