@@ -64,6 +64,7 @@ class Outcome:
     expected_caught: bool  # one of `expect` is among caught_by
     seconds: float
     rerun: list[str]  # the stages DVC ran
+    restored: list[str]  # the stages DVC's run cache restored (same code, params and inputs seen before)
     identical: bool | None  # runs bitwise equal to the baseline (None: not compared)
     crashed_stage: str | None = None
     timed_out: bool = False
@@ -240,6 +241,7 @@ class Campaign:
             apply(m, tree)
             code, out, timed_out = self.repro(tree, self.cat.timeout_s)
             rerun = re.findall(r"Running stage '([^']+)'", out)
+            restored = re.findall(r"Stage '([^']+)' is cached", out)
             crashed = None
             if code != 0 and not timed_out:
                 hit = re.findall(r"failed to reproduce '([^']+)'", out)
@@ -253,7 +255,7 @@ class Campaign:
             if not self.keep:
                 shutil.rmtree(tree, ignore_errors=True)
         seconds = time.perf_counter() - t0
-        return classify(m, gates, identical, rerun, seconds, crashed, timed_out, why)
+        return classify(m, gates, identical, (rerun, restored), seconds, crashed, timed_out, why)
 
 
 def fingerprint(tree: Path) -> dict[str, Any]:
@@ -282,7 +284,7 @@ def classify(
     m: Mutant,
     gates: dict[str, str],
     identical: bool,
-    rerun: list[str],
+    ran: tuple[list[str], list[str]],  # (rerun, restored from the run cache)
     seconds: float,
     crashed: str | None,
     timed_out: bool,
@@ -296,7 +298,7 @@ def classify(
         status = "killed" if killed else ("equivalent" if identical else "hole")
     expected = any(matches(g, m.expect) for g in caught) or (bool(crashed) and "stage" in m.expect)
     return Outcome(
-        m.id, m.area, status, caught, m.expect, expected, round(seconds, 1), rerun, identical,
+        m.id, m.area, status, caught, m.expect, expected, round(seconds, 1), *ran, identical,
         crashed, timed_out, why[:500], m.equivalent, gates,
     )  # fmt: skip
 
@@ -326,8 +328,13 @@ def run_campaign(c: Campaign, mutants: list[Mutant], jobs: int) -> dict[str, Any
     base_s = c.build_base()
     c.say(f"{len(mutants)} mutants, {jobs} at a time, timeout {c.cat.timeout_s}s each")
 
+    log = c.work / "outcomes.jsonl"  # each verdict as it lands: a stopped campaign keeps its results
+    log.unlink(missing_ok=True)
+
     def one(m: Mutant) -> Outcome:
         o = c.mutant(m)
+        with log.open("a") as f:
+            f.write(json.dumps(asdict(o)) + "\n")
         c.say(f"  {o.id:<34} {o.status:<11} {o.seconds:7.1f}s  {', '.join(o.caught_by) or '-'}")
         return o
 

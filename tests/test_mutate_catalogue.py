@@ -90,7 +90,7 @@ def test_a_bad_catalogue_is_one_line_naming_the_key(tmp_path: Path) -> None:
 
 
 def outcome(m: mutants.Mutant, gates: dict[str, str], identical: bool, crashed: str | None = None):
-    return mutate.classify(m, gates, identical, [], 1.0, crashed, False, "")
+    return mutate.classify(m, gates, identical, ([], []), 1.0, crashed, False, "")
 
 
 def test_classify_and_score() -> None:
