@@ -97,6 +97,14 @@ def tail(text: str, n: int = 3) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-n:])
 
 
+def error_line(out: str) -> str:
+    """The stage's own last error line (not DVC's summary), e.g. a RankFailed or a RuntimeError."""
+    lines = [
+        x.strip() for x in out.splitlines() if "Error" in x and not x.lstrip().startswith("ERROR: failed")
+    ]
+    return lines[-1][:300] if lines else tail(out, 2)
+
+
 def tracked_files(root: Path) -> list[str]:
     out = subprocess.run(
         ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -124,7 +132,7 @@ def judged_gates(skip: list[str]) -> list[str]:
 
 
 # not what the baseline's artifacts depend on (the gate code is the judge: the base is re-judged each time)
-NOT_STAMPED = ("tests/", "docs/", "ci/", ".github/", "gates/", "README.md")
+NOT_STAMPED = ("tests/", "docs/", "ci/", ".github/", "gates/", "README.md", "pyproject.toml")
 
 
 def stamp(root: Path, files: list[str], overrides: list[str]) -> str:
@@ -160,7 +168,8 @@ class Campaign:
         return self.cat.profiles[self.profile]
 
     def repro(self, tree: Path, timeout: float) -> tuple[int, str, bool]:
-        cmd = [sys.executable, "-m", "dvc", "repro", *stages(tree, self.cat.skip_stages)]
+        # --keep-going: after a crash the stages that do not depend on it still run and are judged
+        cmd = [sys.executable, "-m", "dvc", "repro", "--keep-going", *stages(tree, self.cat.skip_stages)]
         return run(cmd, tree, tree_env(tree), timeout)
 
     def check(self, tree: Path, timeout: float) -> tuple[dict[str, str], str]:
@@ -250,7 +259,7 @@ class Campaign:
             gates, why = self.check(tree, max(60.0, left)) if not timed_out else ({}, "timed out")
             identical = same_runs(self.base, tree) if not (crashed or timed_out) else False
             if crashed:
-                why = f"stage {crashed} failed: {tail(out, 2)}; {why}"
+                why = f"stage {crashed} failed: {error_line(out)}; {why}"
         finally:
             if not self.keep:
                 shutil.rmtree(tree, ignore_errors=True)
@@ -290,7 +299,8 @@ def classify(
     timed_out: bool,
     why: str,
 ) -> Outcome:
-    caught = sorted(g for g, s in gates.items() if s in ("fail", "error"))
+    # a crashed stage leaves its artifacts missing: the gates that read them error; name the crash instead
+    caught = sorted(g for g, s in gates.items() if s == "fail" or (s == "error" and not crashed))
     killed = bool(caught or crashed or timed_out or not gates)
     if m.equivalent:  # the control: must pass and be bitwise equal
         status = "false-alarm" if killed else ("equivalent" if identical else "nondeterministic")
@@ -369,7 +379,8 @@ def exit_code(report: dict[str, Any], strict: bool) -> int:
 def table(report: dict[str, Any]) -> str:
     rows = [f"{'mutant':<34} {'area':<12} {'verdict':<11} {'s':>6}  caught by (expected)"]
     for o in report["mutants"]:
-        caught = ", ".join(o["caught_by"]) or ("stage " + o["crashed_stage"] if o["crashed_stage"] else "-")
+        crash = [f"{o['crashed_stage']} crashed"] if o["crashed_stage"] else []
+        caught = ", ".join(crash + o["caught_by"] + (["timeout"] if o["timed_out"] else [])) or "-"
         mark = (
             ""
             if not o["expect"]
