@@ -97,12 +97,20 @@ def tail(text: str, n: int = 3) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-n:])
 
 
+def crashed_stages(out: str) -> str:
+    """The stages `dvc repro --keep-going` names as failed ("failed to reproduce 'a'", "stages: 'a' and 'b'")."""
+    lines = [x for x in out.splitlines() if "failed to reproduce" in x]
+    names = re.findall(r"'([^']+)'", lines[-1]) if lines else []
+    return ", ".join(names) or "dvc repro"
+
+
 def error_line(out: str) -> str:
-    """The stage's own last error line (not DVC's summary), e.g. a RankFailed or a RuntimeError."""
-    lines = [
-        x.strip() for x in out.splitlines() if "Error" in x and not x.lstrip().startswith("ERROR: failed")
-    ]
-    return lines[-1][:300] if lines else tail(out, 2)
+    """The stage's own error line (not DVC's summary): the project's one-line `error:` or a raised Error."""
+    skip = ("ERROR: failed", "WARNING: failed")
+    lines = [x.strip() for x in out.splitlines() if not x.lstrip().startswith(skip)]
+    ours = [x for x in lines if x.startswith("error:") or "RankFailed" in x or "RuntimeError" in x]
+    any_error = [x for x in lines if "Error" in x]
+    return (ours or any_error or [tail(out, 2)])[-1][:300]
 
 
 def tracked_files(root: Path) -> list[str]:
@@ -253,8 +261,7 @@ class Campaign:
             restored = re.findall(r"Stage '([^']+)' is cached", out)
             crashed = None
             if code != 0 and not timed_out:
-                hit = re.findall(r"failed to reproduce '([^']+)'", out)
-                crashed = hit[-1] if hit else "dvc repro"
+                crashed = crashed_stages(out)
             left = self.cat.timeout_s - (time.perf_counter() - t0)
             gates, why = self.check(tree, max(60.0, left)) if not timed_out else ({}, "timed out")
             identical = same_runs(self.base, tree) if not (crashed or timed_out) else False

@@ -118,3 +118,12 @@ def test_classify_and_score() -> None:
     assert outcome(cat["identity"], caught, True).status == "false-alarm"
     assert outcome(cat["identity"], ok, False).status == "nondeterministic"
     assert mutate.score([outcome(cat["identity"], caught, True)])["control_failures"] == ["identity"]
+
+
+def test_crashed_stages_are_read_from_dvc_keep_going_output() -> None:
+    two = "WARNING: failed to run: false, exited with 1\nERROR: failed to reproduce stages: 'train@thread' and 'train@proc'"
+    assert mutate.crashed_stages(two) == "train@thread, train@proc"
+    assert mutate.crashed_stages("ERROR: failed to reproduce 'export'") == "export"
+    assert mutate.crashed_stages("something else") == "dvc repro"
+    out = "RuntimeError: model is in eval mode at a training step\nChildFailedError:\nERROR: failed to reproduce 'x'"
+    assert mutate.error_line(out).startswith("RuntimeError: model is in eval mode")
