@@ -177,6 +177,18 @@ if [ "$BENCH" = 1 ] && [ "$NGPU" -ge 1 ]; then
   pin "$GPU_CORES" python3 -m pipeline.scaling --profile 5 --out "$ART/profiled" 2>&1 | tee "$ART/profile.txt"
 fi
 
+# The mutation campaign (docs/mutation.md): every catalogued bug applied, rerun, judged; fails on a hole
+# (a mutant no gate catches whose runs differ). Optional: the full catalogue costs ~1-2 min of CPU per
+# mutant on the tiny profile, more than the nightly's 6-minute budget. NIGHTLY_MUTATE=1 turns it on;
+# NIGHTLY_MUTATE_STRICT=1 also fails on a mutant whose path the gated configuration never takes.
+if [ "${NIGHTLY_MUTATE:-0}" = 1 ]; then
+  step "mutation campaign (gates mutate, ${NIGHTLY_MUTATE_PROFILE:-tiny} profile)"
+  strict=(); [ "${NIGHTLY_MUTATE_STRICT:-0}" = 1 ] && strict=(--strict)
+  python3 -m gates mutate --profile "${NIGHTLY_MUTATE_PROFILE:-tiny}" --jobs "${NIGHTLY_MUTATE_JOBS:-$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 ))}" \
+    --json "$ART/mutation.json" "${strict[@]}" 2>&1 | tee "$ART/mutation.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "mutation campaign (a mutant no gate catches: $ART/mutation.txt)"
+fi
+
 step "collect artifacts"
 cp -r reports bench "$ART"/ 2>/dev/null
 for r in single thread proc; do mkdir -p "$ART/runs/$r" && cp runs/$r/metrics.json runs/$r/summary.json "$ART/runs/$r/" 2>/dev/null; done

@@ -6,6 +6,8 @@
     python -m gates list                                             the catalogue with thresholds
     python -m gates explain ID                                       what a gate checks, why, how to investigate
     python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
+    python -m gates mutate [--only ID ...] [--subset ci] [--jobs N]  mutation campaign: which gates catch which bug
+                           [--profile tiny] [--json PATH] [--strict]   (docs/mutation.md); exit 1 on a hole
 
 Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresholds.schema.json).
 """
@@ -13,6 +15,7 @@ Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresh
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -170,6 +173,48 @@ def bisect_cmd(args: argparse.Namespace) -> int:
         return 2
 
 
+def mutate_cmd(args: argparse.Namespace) -> int:
+    import os
+
+    from gates import mutants, mutate
+
+    root = Path(args.root).resolve()
+    cat = mutants.load(Path(args.catalogue) if args.catalogue else mutants.CATALOGUE)
+    picked = cat.select(args.only, args.subset)
+    if args.timeout:
+        cat = dataclasses.replace(cat, timeout_s=args.timeout)
+    jobs = args.jobs or max(1, (os.cpu_count() or 2) // 2)
+    try:
+        work = Path(args.work) if args.work else mutate.git_common_dir(root) / "xtrain-mutate" / args.profile
+        campaign = mutate.Campaign(root, work.resolve(), cat, args.profile, keep=args.keep)
+        rep = mutate.run_campaign(campaign, picked, jobs)
+    except (mutate.CampaignError, mutants.AnchorError) as e:
+        errors.report(e)
+        return 2
+    print(mutate.table(rep))
+    if args.json:
+        mutate.write(rep, Path(args.json))
+    return mutate.exit_code(rep, args.strict)
+
+
+def add_mutate_parser(sub: Any) -> None:
+    m = sub.add_parser(
+        "mutate", help="mutation campaign: apply each catalogued bug, rerun, judge (docs/mutation.md)"
+    )
+    m.add_argument("--only", nargs="+", metavar="ID", help="mutant ids (default: the whole catalogue)")
+    m.add_argument("--subset", choices=["ci"], help="ci: the small subset CI runs")
+    m.add_argument("--jobs", type=int, default=None, help="mutants at a time (default: cores / 2)")
+    m.add_argument("--profile", default="default", help="params overrides from the catalogue (default, tiny)")
+    m.add_argument("--json", metavar="PATH", help="write the report (contracts/schemas/mutation_report)")
+    m.add_argument(
+        "--strict", action="store_true", help="also exit 1 when a mutant left the runs bitwise unchanged"
+    )
+    m.add_argument("--timeout", type=int, default=None, help="seconds per mutant (default: the catalogue's)")
+    m.add_argument("--work", default=None, help="scratch folder (default: <git dir>/xtrain-mutate/<profile>)")
+    m.add_argument("--catalogue", default=None, help="the catalogue (default: gates/mutants.yaml)")
+    m.add_argument("--keep", action="store_true", help="keep each mutant's scratch tree")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -199,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "--gate", default=None, help="gate id or prefix (default: every gate, the whole pipeline)"
     )
     bi.add_argument("--cache", default=None, help="verdict cache (default: <git dir>/xtrain-bisect)")
+    add_mutate_parser(sub)
     args = ap.parse_args(argv)
     try:
         commands = {
@@ -207,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             "explain": explain,
             "diff": diff,
             "bisect": bisect_cmd,
+            "mutate": mutate_cmd,
         }
         return commands[args.cmd](args)
     except ValidationError as e:
