@@ -73,14 +73,23 @@ def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
         return path, f"{err.instance!r} is a float, not an integer (write {int(err.instance)})"
     if err.validator == "additionalProperties":
         known = set((err.schema.get("properties") or {}).keys())
-        extras = sorted(k for k in err.instance if k not in known)
+        extras = sorted((k for k in err.instance if k not in known), key=str)  # YAML keys need not be strings
         key = f"{path}.{extras[0]}" if path else extras[0]
         return key, "unknown key"
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         key = f"{path}.{missing[0]}" if path else missing[0]
         return key, "missing required key"
-    return path or "(top level)", f"{json.dumps(err.instance)[:80]} is invalid"
+    return path or "(top level)", f"{_shown(err.instance)} is invalid"
+
+
+def _shown(instance: Any) -> str:
+    """A bad value, short; YAML gives dates, bytes and sets that JSON cannot write."""
+    try:
+        text = json.dumps(instance, default=repr)
+    except (TypeError, ValueError):
+        text = repr(instance)
+    return " ".join(text.split())[:80]
 
 
 def _strict_integer(checker: Any, instance: Any) -> bool:
