@@ -1,0 +1,144 @@
+"""The registry's index of its own contents (torch-free): registry/index.json.
+
+Every data file of the registry (models/, goldens/, baselines/, pinned/, anything else but the
+package's own *.py) is listed with its sha256, and the index is sealed like every registry file
+(`content_sha256`). Every read of the registry first checks the files on disk against it, and
+every write (bless, bless --golden, bless --perf, pin) adds the new files to it atomically: a
+deleted version or golden, an extra file (a leftover temporary included) or an altered one is an
+error naming the file, never a silent fallback to what is left.
+
+What it cannot stop: someone who edits the files and re-seals the index by hand (the same hash
+scheme, no secret). What it guarantees is that nothing changes unseen through an ordinary edit,
+copy, checkout or deletion.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from contracts.fileio import atomic_write_json, sha256_file
+from contracts.validate import ValidationError
+from registry.store import load_sealed, seal
+
+INDEX = "index.json"
+FORMAT = "xtrain-registry-index/1"
+SCHEMA = "registry_index.schema.json"
+TEMP = re.compile(r"^\..+\.(tmp|old)$")  # write_once's, atomic writes' and pin's scratch names
+RESTORE = "restore the registry from git (git checkout -- registry/)"
+
+
+class IndexProblem(ValidationError):
+    """The registry's files differ from its index: one line naming the file."""
+
+
+def on_disk(root: Path) -> list[str]:
+    """Relative paths of every data file under `root` (not index.json, the package's code or caches)."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel_folder = Path(folder).relative_to(root)
+        for name in files:
+            rel = (rel_folder / name).as_posix()
+            if rel == INDEX or (rel_folder == Path(".") and name.endswith(".py")):
+                continue
+            out.append(rel)
+    return sorted(out)
+
+
+def _leftover(rel: str) -> bool:
+    return any(TEMP.match(part) for part in rel.split("/"))
+
+
+def _extra(root: Path, rel: str) -> IndexProblem:
+    if _leftover(rel):
+        return IndexProblem(
+            str(root / rel),
+            "",
+            "a leftover temporary file of an interrupted registry write (not in registry/index.json)",
+            "",
+            "delete it; registry writes are atomic, so nothing blessed is lost",
+        )
+    return IndexProblem(
+        str(root / rel),
+        "",
+        "not in registry/index.json: registry files are added only by python -m registry bless / pin",
+        "",
+        f"remove it, or {RESTORE}",
+    )
+
+
+def read(root: Path) -> dict[str, str] | None:
+    """The sealed index's {path: sha256}; None where there is none."""
+    path = root / INDEX
+    if not path.exists():
+        return None
+    return load_sealed(path, SCHEMA)["files"]
+
+
+def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
+    """The index, after checking every file on disk against it (`new`: files being added now)."""
+    root = Path(root)
+    files = [f for f in on_disk(root) if f not in new]
+    listed = read(root)
+    if listed is None:
+        if files:
+            raise IndexProblem(
+                str(root / INDEX),
+                "",
+                f"missing: the registry holds {len(files)} files and no index of them",
+                "",
+                f"{RESTORE}; for a registry that never had one: python -m registry index",
+            )
+        return {}
+    for rel in sorted(set(files) | set(listed)):
+        if rel not in listed:
+            raise _extra(root, rel)
+        if rel not in files:
+            raise IndexProblem(
+                str(root / rel),
+                "",
+                f"missing: registry/index.json lists it (sha256 {listed[rel][:12]}...)",
+                "",
+                f"{RESTORE}; a blessed file is never deleted",
+            )
+        if (actual := sha256_file(root / rel)) != listed[rel]:
+            raise IndexProblem(
+                str(root / rel),
+                "sha256",
+                f"{actual[:12]}... differs from registry/index.json's {listed[rel][:12]}...",
+                "",
+                f"registry files change only through python -m registry bless / pin; {RESTORE}",
+            )
+    return listed
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    atomic_write_json(Path(root) / INDEX, seal({"format": FORMAT, "files": dict(sorted(files.items()))}))
+
+
+def record(root: Path, paths: list[Path]) -> None:
+    """Add just-written files to the index (the rest must match it): what every registry write calls."""
+    root = Path(root)
+    rels = tuple((Path(p).resolve().relative_to(root.resolve())).as_posix() for p in paths)
+    listed = check(root, new=rels)
+    write(root, {**listed, **{rel: sha256_file(root / rel) for rel in rels}})
+
+
+def create(root: Path) -> int:
+    """Index a registry that has none (a registry from before the index): returns the files indexed."""
+    root = Path(root)
+    if (root / INDEX).exists():
+        raise IndexProblem(
+            str(root / INDEX),
+            "",
+            "exists: the index changes only with bless / pin",
+            "",
+            "python -m registry validate",
+        )
+    files = on_disk(root)
+    if bad := [f for f in files if _leftover(f)]:
+        raise _extra(root, bad[0])
+    write(root, {rel: sha256_file(root / rel) for rel in files})
+    return len(files)
