@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from contracts.fileio import atomic_write_json, sha256_file
+from contracts.fileio import atomic_write_json, md5_file, sha256_file
 from contracts.validate import ValidationError
 from registry.store import load_sealed, seal
 
@@ -63,10 +63,37 @@ def _extra(root: Path, rel: str) -> IndexProblem:
     return IndexProblem(
         str(root / rel),
         "",
-        "not in registry/index.json: registry files are added only by python -m registry bless / pin",
+        "unknown file in the registry (not in registry/index.json): files are added only by bless / pin",
         "",
         f"remove it, or {RESTORE}",
     )
+
+
+PINNED_MD5 = {"model.safetensors": "model_md5", "state.json": "state_md5", "tokenizer.json": "tokenizer_md5"}
+SCHEMAS = {
+    "models": "version.schema.json",
+    "goldens": "golden.schema.json",
+    "baselines": "baseline.schema.json",
+}
+
+
+def _own_error(root: Path, rel: str) -> None:
+    """An altered registry file's own error where it has one (not JSON, schema, seal): it says more
+    than a hash. A file that still reads cleanly was re-sealed by hand: the index's error follows."""
+    parts = rel.split("/")
+    if len(parts) != 3:
+        return
+    if parts[0] == "pinned" and parts[2] in PINNED_MD5:  # the md5 pin.json records for it
+        pin = load_sealed(root / "pinned" / parts[1] / "pin.json", "pinned.schema.json")
+        key = PINNED_MD5[parts[2]]
+        if md5_file(root / rel) != pin[key]:
+            raise ValidationError(str(root / rel), key, "missing or differs from pin.json", f"md5 {pin[key]}")
+        return
+    schema = (
+        "pinned.schema.json" if parts[0] == "pinned" and parts[2] == "pin.json" else SCHEMAS.get(parts[0])
+    )
+    if schema is not None:
+        load_sealed(root / rel, schema)
 
 
 def read(root: Path) -> dict[str, str] | None:
@@ -104,6 +131,7 @@ def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
                 f"{RESTORE}; a blessed file is never deleted",
             )
         if (actual := sha256_file(root / rel)) != listed[rel]:
+            _own_error(root, rel)
             raise IndexProblem(
                 str(root / rel),
                 "sha256",
