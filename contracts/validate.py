@@ -28,7 +28,13 @@ class ValidationError(XtrainError, ValueError):
         where = f"{source}: {key}" if key else source
         tail = f" (rule: {rule})" if rule else ""
         step = f"; next: {hint}" if hint else ""
-        super().__init__(f"{where}: {problem}{tail}{step}")
+        super().__init__(printable(f"{where}: {problem}{tail}{step}"))
+
+
+def printable(text: str) -> str:
+    """One line whatever a file holds: a key or value with a newline (or any unprintable character)
+    is shown escaped, so it can neither split the error nor forge a second line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @cache

@@ -75,7 +75,16 @@ def loads(text: str) -> Any:
 
 def where(err: yaml.YAMLError) -> str:
     mark = getattr(err, "problem_mark", None)
-    return f"line {mark.line + 1}" if mark else ""
+    if mark is not None:
+        return f"line {mark.line + 1}"
+    position = getattr(err, "position", None)  # a ReaderError (a control character) has no mark
+    return f"character {position}" if position is not None else ""
+
+
+def problem(err: yaml.YAMLError) -> str:
+    """The YAML library's problem on one line (its messages span lines)."""
+    text = getattr(err, "problem", None) or getattr(err, "reason", None) or str(err)
+    return " ".join(str(text).split())[:200]
 
 
 def load_file(path: str | Path, hint: str = "") -> Any:
@@ -90,9 +99,7 @@ def load_file(path: str | Path, hint: str = "") -> Any:
         return loads(text)
     except Refused as e:
         raise ValidationError(
-            source, where(e), str(e.problem), "plain YAML: no anchors, aliases or duplicate keys"
+            source, where(e), problem(e), "plain YAML: no anchors, aliases or duplicate keys"
         ) from None
     except yaml.YAMLError as e:
-        raise ValidationError(
-            source, where(e), f"not valid YAML: {getattr(e, 'problem', None) or e}"
-        ) from None
+        raise ValidationError(source, where(e), f"not valid YAML: {problem(e)}") from None

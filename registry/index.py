@@ -20,7 +20,7 @@ from pathlib import Path
 
 from contracts.fileio import atomic_write_json, md5_file, sha256_file
 from contracts.validate import ValidationError
-from registry.store import load_sealed, seal
+from registry.store import VERSION_FILE, load_sealed, seal
 
 INDEX = "index.json"
 FORMAT = "xtrain-registry-index/1"
@@ -70,6 +70,7 @@ def _extra(root: Path, rel: str) -> IndexProblem:
 
 
 PINNED_MD5 = {"model.safetensors": "model_md5", "state.json": "state_md5", "tokenizer.json": "tokenizer_md5"}
+FOLDER_KEY = {"models": "model", "goldens": "env_id", "baselines": "env_id"}
 SCHEMAS = {
     "models": "version.schema.json",
     "goldens": "golden.schema.json",
@@ -78,22 +79,31 @@ SCHEMAS = {
 
 
 def _own_error(root: Path, rel: str) -> None:
-    """An altered registry file's own error where it has one (not JSON, schema, seal): it says more
-    than a hash. A file that still reads cleanly was re-sealed by hand: the index's error follows."""
+    """An extra or altered registry file's own error where it has one (not JSON, schema, seal, pin md5,
+    folder name): it says more than a hash. A file that still reads cleanly was forged with a valid
+    seal (or copied in from elsewhere): the index's error follows."""
     parts = rel.split("/")
     if len(parts) != 3:
         return
-    if parts[0] == "pinned" and parts[2] in PINNED_MD5:  # the md5 pin.json records for it
-        pin = load_sealed(root / "pinned" / parts[1] / "pin.json", "pinned.schema.json")
-        key = PINNED_MD5[parts[2]]
-        if md5_file(root / rel) != pin[key]:
-            raise ValidationError(str(root / rel), key, "missing or differs from pin.json", f"md5 {pin[key]}")
+    kind, folder, name = parts
+    if kind == "pinned" and name in PINNED_MD5:  # the md5 pin.json records for it
+        pin = load_sealed(root / "pinned" / folder / "pin.json", "pinned.schema.json")
+        key, actual = PINNED_MD5[name], md5_file(root / rel)
+        if actual != pin[key]:
+            problem = f"missing or differs from pin.json (md5 {actual}, pin.json recorded {pin[key]})"
+            raise ValidationError(str(root / rel), key, problem)
         return
-    schema = (
-        "pinned.schema.json" if parts[0] == "pinned" and parts[2] == "pin.json" else SCHEMAS.get(parts[0])
-    )
-    if schema is not None:
-        load_sealed(root / rel, schema)
+    if kind == "pinned" and name == "pin.json":
+        load_sealed(root / rel, "pinned.schema.json")
+        return
+    if kind not in SCHEMAS or not VERSION_FILE.match(name):
+        return
+    data = load_sealed(root / rel, SCHEMAS[kind])
+    key = FOLDER_KEY[kind]
+    if data.get(key) != folder:
+        raise ValidationError(
+            str(root / rel), key, f"{data.get(key)!r} does not match its folder", repr(folder)
+        )
 
 
 def read(root: Path) -> dict[str, str] | None:
@@ -121,6 +131,8 @@ def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
         return {}
     for rel in sorted(set(files) | set(listed)):
         if rel not in listed:
+            if not _leftover(rel):
+                _own_error(root, rel)
             raise _extra(root, rel)
         if rel not in files:
             raise IndexProblem(

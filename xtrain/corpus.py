@@ -107,6 +107,8 @@ def read_sdist_documents(sdist: Path, pattern: str) -> list[Document]:
 
 
 def read_text_file(path: str) -> list[Document]:
+    if not Path(path).exists():
+        raise CorpusError(f"params.yaml: data.path: {path} does not exist")
     # a regular file, bounded: /dev/zero or a FIFO would hang the stage
     data = read_regular(path, MAX_TEXT_BYTES, "params.yaml", "data.path")
     try:
