@@ -87,7 +87,7 @@ step "tests in the background (CPU only, cores $CPU_CORES)"
 tests_pids=()
 if [ "${NIGHTLY_TESTS:-1}" = 1 ]; then
   cpu_pytest() {
-    CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=2 pin "$CPU_CORES" python3 -m pytest -v -p no:cacheprovider -rfE --durations=25 "$@"
+    CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=2 HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-nightly}" pin "$CPU_CORES" python3 -m pytest -v -p no:cacheprovider -rfE --durations=25 "$@"
   }
   ( cpu_pytest -m ddp 2>&1 | stamp ) > "$ART/tests-ddp.log" & tests_pids+=($!)  # pipefail: pytest's status
   cpu_pytest -m "not ddp" -n "${NIGHTLY_TEST_WORKERS:-7}" --dist loadgroup > "$ART/tests.log" 2>&1 & tests_pids+=($!)
