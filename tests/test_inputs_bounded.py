@@ -138,7 +138,7 @@ def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
         "launchers.thread.world=100000",
         "launchers.timeout_s=1e12",
         "scaling.worlds=[1, 100000]",
-        "closed_loop.new_tokens=1000000000",
+        "closed_loop.new_tokens=1000000000000",
         "train.lr=1e6",
     ],
 )
