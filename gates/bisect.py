@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from registry import index as registry_index
+
 TRAINS = ["train_single", "train@thread", "train@proc"]
 GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it reads
     "loss_match.thread": ["train_single", "train@thread"],
@@ -147,6 +149,8 @@ class Bisector:
             return Verdict("untestable", f"dvc repro failed: {tail(built.stderr or built.stdout)}")
         shutil.rmtree(tree / "registry")
         git(tree, "checkout", self.good, "--", "registry")  # GOOD's registry: later blessings cannot hide it
+        if not (tree / "registry" / registry_index.INDEX).exists():  # GOOD predates registry/index.json:
+            registry_index.create(tree / "registry")  # its committed files are the truth
         report = tree / "reports" / "bisect-gates.json"
         only = ["--only", self.gate] if self.gate else []
         cmd = [sys.executable, "-m", "gates", "--root", str(tree), "--params", str(self.params)]
