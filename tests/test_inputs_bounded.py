@@ -286,34 +286,54 @@ def tiny_run(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> P
     return run_dir
 
 
-@pytest.mark.parametrize(
-    "name", ["evil\n# injected", "a b", "x" * 65, "", "<script>", "../up", "name:\n  evil: true"]
-)
-def test_an_unsafe_export_name_is_refused(tiny_run: Path, tmp_path: Path, name: str) -> None:
+def test_an_injected_export_name_is_one_line(tiny_run: Path, tmp_path: Path) -> None:
+    """The command: before, the newline wrote a heading into the model card."""
     out = tmp_path / "out"
-    one_line(
-        run("-m", "pipeline.export", str(tiny_run), str(out), "--name", name),
+    line = one_line(
+        run("-m", "pipeline.export", str(tiny_run), str(out), "--name", "evil\n# injected"),
         "--name",
         "not a safe model name",
     )
+    assert "evil\\n# injected" in line  # shown escaped, on the one line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["a b", "x" * 65, "", "<script>", "../up", "name:\n  evil: true", "é"])
+def test_an_unsafe_export_name_is_refused(tiny_run: Path, tmp_path: Path, name: str) -> None:
+    from xtrain.export import export
+
+    out = tmp_path / "out"
+    with pytest.raises(ValidationError, match="not a safe model name"):
+        export(tiny_run, out, "fp32", name=name)
     assert not out.exists()
 
 
 def test_a_safe_export_name_titles_the_card(tiny_run: Path, tmp_path: Path) -> None:
-    proc = run("-m", "pipeline.export", str(tiny_run), str(tmp_path / "out"), "--name", "My-model_v1.2")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    from xtrain.export import export
+
+    export(tiny_run, tmp_path / "out", "fp32", name="My-model_v1.2")
     assert "# My-model_v1.2\n" in (tmp_path / "out" / "README.md").read_text()
 
 
-@pytest.mark.parametrize("tokenizer", ["/etc/passwd", "/dev/zero", "/etc", "latin1"])
-def test_a_bad_tokenizer_file_for_export_is_one_line(tiny_run: Path, tmp_path: Path, tokenizer: str) -> None:
+def test_etc_passwd_as_the_export_tokenizer_is_one_line(tiny_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    one_line(
+        run("-m", "pipeline.export", str(tiny_run), str(out), "--tokenizer", "/etc/passwd"), "/etc/passwd"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("tokenizer", ["/dev/zero", "/etc", "latin1"])
+def test_a_bad_tokenizer_file_for_export_is_refused(tiny_run: Path, tmp_path: Path, tokenizer: str) -> None:
+    from xtrain.export import export
+
     if tokenizer == "latin1":
         tokenizer = str(tmp_path / "tok.json")
         Path(tokenizer).write_bytes(b'{"version": "\xe9"}')
     out = tmp_path / "out"
-    one_line(
-        run("-m", "pipeline.export", str(tiny_run), str(out), "--tokenizer", tokenizer, timeout=60), tokenizer
-    )
+    with pytest.raises(ValidationError) as e:
+        export(tiny_run, out, "fp32", tokenizer)
+    assert str(e.value).startswith(tokenizer) and "\n" not in str(e.value)
     assert not out.exists()
 
 
