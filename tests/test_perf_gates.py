@@ -21,6 +21,7 @@ import yaml
 
 from conftest import REPO, TinyData, tiny_cli
 from contracts.perf_record import shift_ci, stage_perf
+from gate_tree import unbless
 from gates.__main__ import main as gates_main
 from gates.perf import StagePerf, memory_check, throughput_check
 from registry.__main__ import main as registry_main
@@ -150,7 +151,7 @@ def test_a_non_finite_window_fails(work: Path) -> None:
 
 
 def test_no_baseline_is_skip_with_the_bless_command(work: Path) -> None:
-    shutil.rmtree(work / "registry" / "baselines")
+    unbless(work, work / "registry" / "baselines")  # a registry that never had one
     _, g = check(work)
     for gid in ("perf.throughput", "perf.memory"):
         assert g[gid]["status"] == "skip"
