@@ -13,12 +13,14 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from contracts.errors import FileWriteError
+from contracts.validate import ValidationError
 
 
 def canonical_json(obj: Any) -> str:
@@ -140,3 +142,34 @@ def sha256_file(path: str | Path) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_regular(path: str | Path, limit: int, source: str = "", key: str = "", hint: str = "") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else is one line naming it.
+
+    A device (/dev/zero), FIFO or folder would hang or exhaust memory when read whole: refused
+    before it is opened. The read itself stops at `limit + 1` bytes (a file growing meanwhile).
+    """
+    source = source or str(path)
+    where = f"{key}: {path}" if key and source != str(path) else key
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValidationError(
+                source, where, "not a regular file (a device, FIFO or folder)", "a regular file", hint
+            )
+        if st.st_size > limit:
+            raise ValidationError(
+                source, where, f"{st.st_size} bytes, larger than the limit", f"<= {limit} bytes", hint
+            )
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise ValidationError(source, where, "file not found", "", hint) from None
+    except OSError as e:
+        raise ValidationError(source, where, f"cannot read: {e.strerror or e}", "", hint) from None
+    if len(data) > limit:
+        raise ValidationError(
+            source, where, "grew larger than the limit while read", f"<= {limit} bytes", hint
+        )
+    return data

@@ -28,7 +28,13 @@ class ValidationError(XtrainError, ValueError):
         where = f"{source}: {key}" if key else source
         tail = f" (rule: {rule})" if rule else ""
         step = f"; next: {hint}" if hint else ""
-        super().__init__(f"{where}: {problem}{tail}{step}")
+        super().__init__(printable(f"{where}: {problem}{tail}{step}"))
+
+
+def printable(text: str) -> str:
+    """One line whatever a file holds: a key or value with a newline (or any unprintable character)
+    is shown escaped, so it can neither split the error nor forge a second line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @cache
@@ -73,14 +79,23 @@ def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
         return path, f"{err.instance!r} is a float, not an integer (write {int(err.instance)})"
     if err.validator == "additionalProperties":
         known = set((err.schema.get("properties") or {}).keys())
-        extras = sorted(k for k in err.instance if k not in known)
+        extras = sorted((k for k in err.instance if k not in known), key=str)  # YAML keys need not be strings
         key = f"{path}.{extras[0]}" if path else extras[0]
         return key, "unknown key"
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         key = f"{path}.{missing[0]}" if path else missing[0]
         return key, "missing required key"
-    return path or "(top level)", f"{json.dumps(err.instance)[:80]} is invalid"
+    return path or "(top level)", f"{_shown(err.instance)} is invalid"
+
+
+def _shown(instance: Any) -> str:
+    """A bad value, short; YAML gives dates, bytes and sets that JSON cannot write."""
+    try:
+        text = json.dumps(instance, default=repr)
+    except (TypeError, ValueError):
+        text = repr(instance)
+    return " ".join(text.split())[:80]
 
 
 def _strict_integer(checker: Any, instance: Any) -> bool:

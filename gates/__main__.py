@@ -22,32 +22,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from contracts import errors
+from contracts import errors, yamlfile
 from contracts.fileio import atomic_write_text
-from contracts.validate import ValidationError, load_schema, validate
+from contracts.validate import ValidationError
 from gates import catalogue, ci_report, report
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
 from xtrain.cli import add_params_args
-from xtrain.config import load_params
+from xtrain.config import check_thresholds, load_params
 
 
 def load_thresholds(params: Path) -> dict[str, Any]:
-    try:
-        raw = yaml.safe_load(params.read_text())
-    except FileNotFoundError:
-        raise ValidationError(
-            str(params), "", "file not found", "run from the repository root or pass --params"
-        ) from None
-    except yaml.YAMLError as e:
-        raise ValidationError(str(params), "", f"not valid YAML: {e}") from None
+    raw = yamlfile.load_file(params, hint="run from the repository root or pass --params")
     if not isinstance(raw, dict) or "gates" not in raw:
         raise ValidationError(str(params), "gates", "missing required key", "a gates: section")
-    validate(raw["gates"], load_schema("thresholds.schema.json"), f"{params} (gates)")
-    return raw["gates"]
+    return check_thresholds(raw["gates"], str(params))
 
 
 def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
@@ -77,9 +67,20 @@ def run_env_id(artifacts: Artifacts) -> str | None:
     return metrics["env"]["env_id"]
 
 
+def refuse_folder_outputs(args: argparse.Namespace, root: Path) -> None:
+    """An output path naming a folder is a bad argument: one line before any gate runs."""
+    for flag in ("report", "html", "junit", "markdown"):
+        path = getattr(args, flag)
+        if path and (root / path).is_dir():
+            raise ValidationError(
+                str(root / path), f"--{flag}", "is a folder", "a file path, e.g. reports/gates.html"
+            )
+
+
 def check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     root = Path(args.root)
+    refuse_folder_outputs(args, root)
     thresholds = load_thresholds(root / args.params)  # an absolute --params stays absolute
     params = load_params(root / args.params)  # what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
@@ -259,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:
         errors.report(e)
         return 2
+    except errors.XtrainError as e:  # e.g. a report that cannot be written: one line, not a traceback
+        return errors.report(e)
     except KeyError as e:
         errors.report(errors.XtrainError(e.args[0]))
         return 2

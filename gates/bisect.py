@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from registry import index as registry_index
 from registry.store import Registry, RegistryError
 
 TRAINS = ["train_single", "train@thread", "train@proc"]
@@ -207,6 +208,8 @@ class Bisector:
             return Verdict("untestable", f"dvc repro failed: {tail(built.stderr or built.stdout)}")
         shutil.rmtree(tree / "registry")
         git(tree, "checkout", self.good, "--", "registry")  # GOOD's registry: later blessings cannot hide it
+        if not (tree / "registry" / registry_index.INDEX).exists():  # GOOD predates registry/index.json:
+            registry_index.create(tree / "registry")  # its committed files are the truth
         config = run_config(tree)
         v = self.judge_tree(tree)
         return Verdict(v.status, v.message, config, has_golden(tree / "registry", config))

@@ -6,7 +6,8 @@
     python -m registry bless --golden --reason "why"      # bless this environment's golden from the fresh run
     python -m registry bless --perf --reason "why"        # bless this environment's perf baseline from runs/
     python -m registry pin runs/single --model NAME --reason "why"   # pin a new reference checkpoint
-    python -m registry validate                           # schema-check every registry file
+    python -m registry validate                           # schema-check every registry file, and the index
+    python -m registry index                              # write registry/index.json where there is none
 
 Blessing never rewrites: it adds the next version and shows the diff from the last one. A reason
 (at least 10 characters) is required: goldens are never refreshed just to make a failure pass.
@@ -26,8 +27,16 @@ from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
 from contracts.validate import load_schema, validate
+from registry import index
 from registry.baselines import bless_baseline
-from registry.checks import check_against_manifest, check_checkpoint, check_name, inside, validate_everything
+from registry.checks import (
+    PINNED_FILES,
+    check_against_manifest,
+    check_checkpoint,
+    check_name,
+    inside,
+    validate_everything,
+)
 from registry.provenance import provenance
 from registry.store import (
     MANIFEST,
@@ -143,6 +152,7 @@ def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, para
     entry = seal(entry)
     validate(entry, load_schema("version.schema.json"), str(path))
     write_once(inside(reg.root, path), entry)
+    reg.record(path)
     print(f"blessed {path}")
     return 0
 
@@ -206,6 +216,7 @@ def bless_golden(
     golden = seal(golden)
     validate(golden, load_schema("golden.schema.json"), str(path))
     write_once(inside(reg.root, path), golden)
+    reg.record(path)
     print(f"blessed golden {path} ({tier} tier)")
     return 0
 
@@ -244,6 +255,7 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     tmp.rename(dest)
+    reg.record(*(dest / name for name in (*PINNED_FILES, "pin.json")))
     print(f"pinned {ckpt} as {dest} (model md5 {pin['model_md5']})")
     return 0
 
@@ -283,6 +295,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list")
     sub.add_parser("validate")
+    sub.add_parser("index", help="write registry/index.json for a registry that has none")
     v = sub.add_parser("verify")
     v.add_argument("export_dir", nargs="?", default="exports/pinned")
     v.add_argument("--model", default=None)
@@ -340,7 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "list":
         return list_all(reg)
     if args.cmd == "validate":
-        print(f"registry: {validate_everything(reg)} files valid")
+        print(f"registry: {validate_everything(reg)} files valid, {reg.verify_index()} indexed")
+        return 0
+    if args.cmd == "index":
+        print(f"registry: indexed {index.create(reg.root)} files in {reg.root / index.INDEX}")
         return 0
     if args.cmd == "verify":
         return verify_command(reg, args)

@@ -78,5 +78,6 @@ def bless_baseline(reg: Registry, runs: Path, reason: str, params: str) -> int:
     entry = seal(entry)  # like every registry file: a hand edit is refused on read
     validate(entry, load_schema("baseline.schema.json"), str(path))
     write_once(path, entry)
+    reg.record(path)
     print(f"blessed perf baseline {path}")
     return 0

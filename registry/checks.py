@@ -112,6 +112,7 @@ def _names(folder: Path) -> list[str]:
 
 def validate_everything(reg: Registry) -> int:
     """Read and check every file under models/, goldens/, baselines/ and pinned/; unknown files are errors."""
+    reg.verify_index()  # first: a deleted, extra or altered file is named before anything is read
     n = 0
     for kind in ("models", "goldens", "baselines", "pinned"):
         for name in _names(reg.root / kind):
@@ -126,6 +127,6 @@ def validate_everything(reg: Registry) -> int:
                 n += len(entries)
                 expected = {e.path.name for e in entries}
             if strays := sorted(set(_names(folder)) - expected):
-                rule = "only " + ", ".join(sorted(expected))
+                rule = "only " + ", ".join(sorted(expected)) if expected else "no other files"
                 raise ValidationError(str(folder / strays[0]), "", "unknown file in the registry", rule)
     return n

@@ -90,9 +90,31 @@ def write_once(path: Path, obj: dict[str, Any]) -> None:
 class Registry:
     def __init__(self, root: str | Path = ROOT) -> None:
         self.root = Path(root)
+        self._indexed = False
+
+    # -- the index (registry/index.py): checked before the first read, extended by every write --
+    def verify_index(self) -> int:
+        """Every file on disk against registry/index.json (once per instance); returns the files listed."""
+        from registry import index
+
+        listed = index.check(self.root)
+        self._indexed = True
+        return len(listed)
+
+    def _require_index(self) -> None:
+        if not self._indexed:
+            self.verify_index()
+
+    def record(self, *paths: Path) -> None:
+        """Add files just written (a blessed version, golden, baseline, pinned checkpoint) to the index."""
+        from registry import index
+
+        index.record(self.root, list(paths))
+        self._indexed = True
 
     # -- reading --
     def _entries(self, folder: Path, schema: str) -> list[Entry]:
+        self._require_index()
         if not folder.is_dir():
             return []
         out = []
@@ -112,6 +134,7 @@ class Registry:
         return sorted(out, key=lambda e: e.version)
 
     def models(self) -> list[str]:
+        self._require_index()
         d = self.root / "models"
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
@@ -132,6 +155,7 @@ class Registry:
         return candidates[-1]
 
     def env_ids(self) -> list[str]:
+        self._require_index()
         d = self.root / "goldens"
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
@@ -155,6 +179,7 @@ class Registry:
         return entries[-1] if entries else None
 
     def baseline_env_ids(self) -> list[str]:
+        self._require_index()
         d = self.root / "baselines"
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
@@ -166,6 +191,7 @@ class Registry:
         return entries[-1] if entries else None
 
     def pinned_dir(self, model: str) -> Path:
+        self._require_index()
         return self.root / "pinned" / model
 
     def pin(self, model: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import yaml
 from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
 from contracts.fileio import atomic_write_json, md5_file
 from gates.__main__ import main as gates_main
+from registry import index as registry_index
 from registry.__main__ import main as registry_main
 from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.closed_loop_run import closed_loop
@@ -149,6 +150,15 @@ def bless_golden_as(root: Path, env_id: str) -> None:
     other.write_text(json.dumps(m))
     bless_golden(root, other)
     other.unlink()
+
+
+def unbless(root: Path, folder: Path) -> None:
+    """A registry that never had `folder` (an environment's goldens or baselines): a bare deletion is
+    an error naming the file (registry/index.json, issue #27), so index what is left, as a registry
+    from before the blessing would have been."""
+    shutil.rmtree(folder)
+    (root / "registry" / "index.json").unlink()
+    registry_index.create(root / "registry")
 
 
 def run_cli(cmd: list[str], env: dict[str, str] | None = None) -> None:

@@ -21,6 +21,7 @@ from conftest import PARAMS, REPO
 from contracts.validate import load_json, load_schema
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 from gates.__main__ import main as gates_main
+from registry import index as registry_index
 from xtrain.config import load_params
 from xtrain.export import export
 from xtrain.pilot_cells import CELLS, cells_for
@@ -160,6 +161,10 @@ def test_fresh_train_exact_tier_names_the_first_differing_step(work: Path) -> No
 
 def test_no_golden_is_unblessed_and_policy_decides(work: Path) -> None:
     shutil.rmtree(golden_path(work).parent)
+    code, report = check(work, "--only", "fresh_train")  # a deleted golden is an error, never "unblessed"
+    assert code == 2 and "missing: registry/index.json lists it" in gate(report, "fresh_train")["message"]
+    (work / "registry" / "index.json").unlink()  # a registry that never had the golden (issue #27)
+    registry_index.create(work / "registry")
     code, report = check(work, "--only", "fresh_train")
     g = gate(report, "fresh_train")
     assert code == 1 and g["measured"] == "unblessed" and "python -m registry bless --golden" in g["message"]
@@ -271,7 +276,7 @@ def test_bad_thresholds_are_a_one_line_error(work: Path, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert (
         len(err.splitlines()) == 1
-        and "params.yaml (gates): loss_match.max_rel: -1 is invalid (rule: > 0)" in err
+        and "params.yaml: gates.loss_match.max_rel: -1 is invalid (rule: > 0)" in err
     )
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from conftest import PARAMS, REPO, TinyData, tiny_cli
 from contracts.perf_record import shift_ci, stage_perf
-from gate_tree import seal, write_pipeline
+from gate_tree import seal, unbless, write_pipeline
 from gates.__main__ import main as gates_main
 from gates.perf import StagePerf, memory_check, throughput_check
 from registry.__main__ import main as registry_main
@@ -150,7 +150,7 @@ def test_a_non_finite_window_fails(work: Path) -> None:
 
 
 def test_no_baseline_is_skip_with_the_bless_command(work: Path) -> None:
-    shutil.rmtree(work / "registry" / "baselines")
+    unbless(work, work / "registry" / "baselines")  # a registry that never had one
     _, g = check(work)
     for gid in ("perf.throughput", "perf.memory"):
         assert g[gid]["status"] == "skip"

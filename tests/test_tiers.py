@@ -10,7 +10,6 @@ fails it.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import yaml
 import xtrain.model
 import xtrain.train
 from conftest import TinyData, tiny_cli, tiny_spec
-from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gate, run_cli
+from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gate, run_cli, unbless
 from gates.__main__ import main as gates_main
 from xtrain.launch import run_single
 
@@ -35,7 +34,7 @@ def work(gate_tree: Path, tmp_path: Path) -> Path:
     root = copy_tree(gate_tree, tmp_path / "tree")
     own = next((root / "registry" / "goldens").iterdir())
     bless_golden_as(root, OTHER_ENV)
-    shutil.rmtree(own)
+    unbless(root, own)
     return root
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from contracts import yamlfile
 from contracts.errors import moved
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
@@ -186,8 +187,8 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
     if not all(parts):
         raise ValidationError(source, key, "empty key segment", "dotted key such as train.steps")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else None
-    except yaml.YAMLError:
+        parsed = yamlfile.loads(value) if value.strip() else None
+    except yaml.YAMLError:  # an alias or other refused YAML stays a string: the schema then refuses it
         parsed = value
     if isinstance(parsed, str):  # YAML 1.1 reads `1e-3` as a string; a user means the number
         with contextlib.suppress(ValueError):
@@ -298,6 +299,17 @@ def _refuse_profile_worlds(name: str, section: str, body: Any, source: str) -> N
             )
 
 
+def check_thresholds(gates: Any, source: str) -> dict[str, Any]:
+    """params.yaml `gates:` against thresholds.schema.json, strict (a NaN or infinite tolerance passes
+    everything); errors name the key from the top of the file (`gates.loss_match.max_rel`)."""
+    try:
+        validate(gates, load_schema("thresholds.schema.json"), source, strict=True)
+    except ValidationError as e:
+        key = f"gates.{e.key}" if e.key and e.key != "(top level)" else "gates"
+        raise ValidationError(source, key, e.problem, e.rule, e.hint) from None
+    return gates
+
+
 def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, ...] = ()) -> Params:
     """Apply the profile and overrides to a loaded params dict, validate, and return Params."""
     schema = load_schema("params.schema.json")
@@ -337,22 +349,15 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
             _set_path(merged, parts, value, f"{source} (--set {text})")
     validate(merged, schema, source, strict=True)
     check_cross_fields(merged, source)
+    # The gates' thresholds too: a run or `config show` must not accept what `gates check` refuses.
+    check_thresholds(merged["gates"], source)
     return Params(raw=merged, source=source)
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS, overrides: list[str] | tuple[str, ...] = ()) -> Params:
     path = str(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ValidationError(
-            path, "", "file not found", "run from the repository root or pass --params"
-        ) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise ValidationError(path, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    # Strict and bounded: a regular UTF-8 file <= 1 MiB, no aliases, no duplicate keys (contracts/yamlfile.py).
+    raw = yamlfile.load_file(path, hint="run from the repository root or pass --params")
     return resolve(raw, path, overrides)
 
 
@@ -380,8 +385,7 @@ def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[s
 def set_in_file(path: str | Path, overrides: list[str]) -> None:
     """Validate `overrides` against the file, then write them into it, comments kept."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f)
+    raw = yamlfile.load_file(path)
     _check_edit_takes_effect(raw, str(path), overrides)  # refuse before touching the file
     from ruamel.yaml import YAML  # round-trips comments and layout
 

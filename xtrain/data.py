@@ -51,6 +51,23 @@ class TokenData:
                     "use a larger corpus or data.val_fraction, or a smaller train.seq_len",
                 )
 
+    def require_ids(self, vocab_size: int, source: str, tokenizer: str) -> None:
+        """Refuse token ids outside the tokenizer's vocabulary (the model's embedding rows): an id
+        >= vocab_size would index past the embedding, and one never sampled would pass silently."""
+        for split, tokens in (("train", self.train), ("val", self.val)):
+            if tokens.numel() == 0:
+                continue
+            low, high = int(tokens.min()), int(tokens.max())
+            if low < 0 or high >= vocab_size:
+                bad = low if low < 0 else high
+                raise ValidationError(
+                    source,
+                    split,
+                    f"token id {bad} is outside the vocabulary of {tokenizer} ({vocab_size} tokens)",
+                    f"ids in [0, {vocab_size})",
+                    "re-run the tokenizer stage (dvc repro tokenizer) so tokens and tokenizer match",
+                )
+
 
 def sample_starts(n_tokens: int, seq_len: int, batch: int, seed: int) -> torch.Tensor:
     if n_tokens <= seq_len + 1:

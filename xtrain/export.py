@@ -20,6 +20,7 @@ versions; JSON has sorted keys. Exporting the same checkpoint anywhere gives the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from safetensors.torch import save
 
 from contracts import artifacts
 from contracts.errors import moved
-from contracts.fileio import atomic_directory, canonical_json, md5_file
+from contracts.fileio import atomic_directory, canonical_json, md5_file, read_regular
+from contracts.validate import ValidationError
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import resolve_checkpoint
 from xtrain.config import ModelConfig
@@ -38,6 +40,8 @@ from xtrain.gguf_export import write_gguf
 from xtrain.model_card import model_card
 
 EXPORTER = "xtrain-export/1"
+SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+MAX_TOKENIZER_BYTES = 64 << 20  # ours are ~0.1-1 MB
 MANIFEST_FORMAT = "xtrain-export-manifest/1"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 HF_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
@@ -140,10 +144,13 @@ def gguf_arrays(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 def source_name(ckpt: Path, name: str | None) -> str:
     """The card's and GGUF's model name: `name`, else a pinned checkpoint's registry name, else "xtrain"."""
-    if name is not None:
-        return name
-    pin = ckpt / "pin.json"
-    return json.loads(pin.read_text())["model"] if pin.exists() else "xtrain"
+    if name is None:
+        pin = ckpt / "pin.json"
+        name = json.loads(pin.read_text())["model"] if pin.exists() else "xtrain"
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        # the name is written into the card's markdown and front matter and the GGUF: no newline, no markup
+        raise ValidationError("--name", "", f"{str(name)[:80]!r} is not a safe model name", SAFE_NAME.pattern)
+    return name
 
 
 def read_tokenizer(ckpt: Path, tokenizer: str | Path | None) -> tuple[bytes, Any, int]:
@@ -155,8 +162,14 @@ def read_tokenizer(ckpt: Path, tokenizer: str | Path | None) -> tuple[bytes, Any
         raise ExportError(
             f"{tok_path}: tokenizer not found (the checkpoint carries one; or pass --tokenizer)"
         )
-    tok_bytes = tok_path.read_bytes()
-    tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+    tok_bytes = read_regular(tok_path, MAX_TOKENIZER_BYTES)
+    try:
+        tok = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+    except Exception as e:  # UnicodeDecodeError, or the bare Exception of the tokenizers library
+        problem = " ".join(str(e).split())[:200]
+        raise ValidationError(
+            str(tok_path), "", f"not a valid tokenizer file: {problem}", "a tokenizer.json"
+        ) from e
     eot_id = tok.token_to_id(EOT)
     if eot_id is None:
         raise ExportError(f"{tok_path}: has no {EOT} token")

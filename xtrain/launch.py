@@ -271,8 +271,14 @@ def build_spec(
     """Validate and load every input (tokenizer, tokens, their fit to seq_len) before anything is touched."""
     vocab = load_tokenizer(str(tokenizer)).get_vocab_size()
     run = params.run_config(vocab)
+    if run.train.device == "cuda" and not torch.cuda.is_available():
+        raise ValidationError(
+            params.source, "train.device", "cuda, but no CUDA device is visible", "cpu here"
+        )
     with determinism.serial_torch():  # keeps a thread launcher's main thread free of an OpenMP pool
-        TokenData.load(tokens, "cpu").require_fit(run.train.seq_len, tokens)
+        data = TokenData.load(tokens, "cpu")
+        data.require_fit(run.train.seq_len, tokens)
+        data.require_ids(vocab, tokens, str(tokenizer))
     return RunSpec(
         run=run,
         tokens_path=tokens,
