@@ -25,7 +25,7 @@ from pathlib import Path
 from contracts import artifacts
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
-from xtrain import launch
+from xtrain import launch, rundir
 from xtrain.cli import add_params_args
 from xtrain.config import LaunchConfig, load_params
 from xtrain.train import RunSpec
@@ -112,10 +112,23 @@ def proc_command(argv: list[str]) -> list[str]:
     return launch.torchrun_cmd(world, "pipeline.train", *argv)
 
 
-def start_torchrun(argv: list[str]) -> int:
+def start_torchrun(argv: list[str], lock_fd: int | None = None) -> int:
+    """torchrun; the agent inherits the run's lock (`lock_fd`), so it stays held while the agent lives."""
     cmd = proc_command(argv)
     print(f"[proc] {shlex.join(cmd)}", flush=True)
-    return subprocess.run(cmd, check=False).returncode
+    fds = () if lock_fd is None else (lock_fd,)
+    return subprocess.run(cmd, check=False, pass_fds=fds).returncode
+
+
+def launch_locked(args: argparse.Namespace, argv: list[str]) -> int:
+    """One writer per run directory: the launcher holds the run's lock for the whole run, and
+    refuses before anything is touched (a folder it did not make, --resume with no checkpoint)."""
+    with rundir.locked(run_dir(args)) as lock_fd:
+        rundir.preflight(run_dir(args), args.resume)
+        code = start_torchrun(argv, lock_fd) if args.launcher == "proc" else train_here(args)
+        if code == 0:  # also on a torchrun worker's write: read it back
+            artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,12 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     if "RANK" in os.environ and args.launcher == "proc":  # a torchrun worker (one node or many)
         return torchrun_worker(args)
     try:
-        code = start_torchrun(argv) if args.launcher == "proc" else train_here(args)
-        if code == 0:  # also on a torchrun worker's write: read it back
-            artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
-    except ValidationError as e:
-        return report(e)  # exit 2 (ValidationError.exit_code)
-    return code
+        return launch_locked(args, argv)
+    except (XtrainError, OSError) as e:  # a refusal, a busy run, a bad metrics.json: exit 2
+        return report(e)
 
 
 if __name__ == "__main__":
