@@ -123,8 +123,9 @@ def start_torchrun(argv: list[str], lock_fd: int | None = None) -> int:
 def launch_locked(args: argparse.Namespace, argv: list[str]) -> int:
     """One writer per run directory: the launcher holds the run's lock for the whole run, and
     refuses before anything is touched (a folder it did not make, --resume with no checkpoint)."""
+    rundir.preflight(run_dir(args), args.resume)  # read-only: a refusal creates not even the lock file
     with rundir.locked(run_dir(args)) as lock_fd:
-        rundir.preflight(run_dir(args), args.resume)
+        rundir.preflight(run_dir(args), args.resume)  # again, now that no other writer can change it
         code = start_torchrun(argv, lock_fd) if args.launcher == "proc" else train_here(args)
         if code == 0:  # also on a torchrun worker's write: read it back
             artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
