@@ -5,9 +5,9 @@
                                that `--resume` continues from
     runs/.<launcher>.lock      held (flock) by the one launcher writing the run; holds its pid
 
-A run folder carries the marker `.xtrain-output.json` {"kind": "run"}: a run replaces only an
-absent or empty folder or a previous run (contracts/outputs.py); anything else is refused before
-anything is touched. A run's outputs are replaced as a whole; anything else in the run directory
+A run folder carries the marker `.xtrain-output.json` {"kind": "run"}, written at the swap (a
+staging folder holds only outputs): a run replaces only an absent or empty folder or a previous
+run (contracts/outputs.py); anything else is refused before anything is touched. A run's outputs are replaced as a whole; anything else in the run directory
 (the git-tracked .gitignore DVC keeps there, a note) is carried over into the new one. A refused
 `--resume` of an interrupted run leaves its staging folder as it was.
 """
@@ -127,7 +127,6 @@ def prepare(run_dir: str | Path, resume: bool) -> Path:
         shutil.rmtree(staging, ignore_errors=True)  # a previous interrupted run (checked: ours)
         staging.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=staging.parent, prefix=f".{run_dir.name}.", suffix=".tmp"))
-        outputs.write_marker(tmp, outputs.RUN)
         if resume and (run_dir / "checkpoints").is_dir():
             _carry(run_dir / "checkpoints", tmp / "checkpoints")
         os.replace(tmp, staging)
@@ -155,5 +154,6 @@ def commit(staging: Path, run_dir: str | Path) -> None:
             for entry in run_dir.iterdir():
                 if entry.name not in OUTPUTS and not (staging / entry.name).exists():
                     _carry(entry, staging / entry.name)
+        outputs.write_marker(staging, outputs.RUN)  # at the swap: a staging folder holds only outputs
         os.chmod(staging, 0o755)
         replace_directory(staging, run_dir)
