@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_nodestroy_outputs import tree
 
 from contracts import outputs
-from test_nodestroy_outputs import tree
 
 FOLDER_TARGETS = ("absent", "empty dir", "foreign dir", "file", "symlink out", "same kind", "other kind")
 FILE_TARGETS = ("absent", "empty file", "foreign file", "dir", "symlink out", "same kind")

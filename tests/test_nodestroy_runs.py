@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_nodestroy_outputs import previous_run, tree
 
 from conftest import REPO, TinyData, tiny_cli
-from test_nodestroy_outputs import previous_run, tree
 
 ONE_LINE_EXIT_2 = 2
 
@@ -127,7 +127,9 @@ def test_latest_cannot_lead_out_of_the_run(tiny_data: TinyData, tmp_path: Path, 
     name = str(outside) if pointer == "absolute" else "../../../outside/step_000012"
     (run_dir / "checkpoints" / "latest").write_text(name + "\n")
     before = unlocked(tmp_path)
-    one_line(train(tiny_data, run_dir, "--resume"), "checkpoints/latest", "not a checkpoint folder of this run")
+    one_line(
+        train(tiny_data, run_dir, "--resume"), "checkpoints/latest", "not a checkpoint folder of this run"
+    )
     assert unlocked(tmp_path) == before
     export = subprocess.run(
         [sys.executable, "-m", "pipeline.export", str(run_dir), str(tmp_path / "export")],
