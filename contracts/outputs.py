@@ -121,8 +121,11 @@ MARKDOWN_REPORT = Kind("Markdown report", folder=False, recognise=starts_with(b"
 
 
 def json_kind(name: str, tag: str | None) -> Kind:
-    """A JSON artifact file: replaced only where the file there carries the same format family."""
-    return Kind(name, folder=False, recognise=json_format(tag) if tag else lambda _p: False)
+    """A JSON artifact file: replaced only where the file there carries the same format family (an
+    artifact without a format tag, summary.json inside a run's staging folder: any JSON object)."""
+    if tag is None:
+        return Kind(name, folder=False, recognise=lambda p: isinstance(_json(p), dict))
+    return Kind(name, folder=False, recognise=json_format(tag))
 
 
 def _marker_kind(path: Path) -> str | None:
