@@ -128,7 +128,7 @@ def json_kind(name: str, tag: str | None) -> Kind:
     return Kind(name, folder=False, recognise=json_format(tag))
 
 
-def _marker_kind(path: Path) -> str | None:
+def _marker_kind(path: Path) -> str:
     data = _json(path / MARKER)
     return data.get("kind") if isinstance(data, dict) and isinstance(data.get("kind"), str) else "?"
 
