@@ -30,6 +30,7 @@ def env(**extra: str) -> dict[str, str]:
 
 def train(data: TinyData, run_dir: Path, *extra: str, cwd: Path | None = None, **environ: str):
     cmd = [sys.executable, "-m", "pipeline.train", "single", *tiny_cli(data, run_dir), *extra]
+    cwd = cwd or data.tokens.parent  # never the checkout: cwd comes first on sys.path, PYTHONPATH decides
     return subprocess.run(cmd, cwd=cwd, env=env(**environ), capture_output=True, text=True, timeout=600)
 
 
@@ -133,6 +134,7 @@ def test_latest_cannot_lead_out_of_the_run(tiny_data: TinyData, tmp_path: Path, 
     assert unlocked(tmp_path) == before
     export = subprocess.run(
         [sys.executable, "-m", "pipeline.export", str(run_dir), str(tmp_path / "export")],
+        cwd=tmp_path,
         env=env(),
         capture_output=True,
         text=True,
@@ -149,6 +151,7 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_first(tiny_data: Tiny
     long = ("--set", "train.steps=400", "--set", "train.eval_every=100", "--set", "train.ckpt_every=50")
     first = subprocess.Popen(
         [sys.executable, "-m", "pipeline.train", "single", *tiny_cli(tiny_data, run_dir), *long],
+        cwd=tmp_path,
         env=env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
