@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.fileio import atomic_write_json
+from contracts import outputs
+from contracts.fileio import canonical_json
 from contracts.validate import ValidationError, load_json, load_schema, validate
 
 
@@ -79,9 +80,11 @@ def check(kind: str, data: Any, source: str | Path) -> None:
 
 
 def write(kind: str, path: str | Path, data: Any) -> None:
-    """Validate, then write atomically (canonical JSON); an invalid record never reaches the disk."""
+    """Validate, then write atomically (canonical JSON); an invalid record never reaches the disk,
+    nor any record over a file that is not a previous one of its kind (contracts/outputs.py)."""
     check(kind, data, path)
-    atomic_write_json(path, data)
+    # never over something else: only an absent file or one of the same format family is replaced
+    outputs.write_file(path, canonical_json(data), outputs.json_kind(kind, artifact(kind).format))
 
 
 def read(kind: str, path: str | Path) -> Any:

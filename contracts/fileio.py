@@ -1,7 +1,8 @@
 """Atomic file writes and content hashes (torch-free).
 
-Every artifact in the pipeline is written through here: a crash mid-write leaves the
-previous file (or none), never a half-written one.
+Every artifact in the pipeline is written through here: a crash mid-write leaves the previous file
+(or none), never a half-written one. Whole outputs (folders, reports) go through contracts/outputs.py,
+which refuses to replace what their writer did not make.
 """
 
 from __future__ import annotations
@@ -67,26 +68,6 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, canonical_json(obj))
-
-
-@contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
-    """Yield a scratch directory that replaces `path` only if the block completes.
-
-    Used for checkpoints and exports: readers see the old directory or the complete new one.
-    """
-    path = Path(path)
-    with naming_the_file(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        with naming_the_file(path, scratch=tmp):
-            yield tmp
-            os.chmod(tmp, 0o755)
-            replace_directory(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2

@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contracts import errors, yamlfile
-from contracts.fileio import atomic_write_text
+from contracts import errors, outputs, yamlfile
 from contracts.validate import ValidationError
 from gates import catalogue, ci_report, report
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
@@ -77,10 +76,24 @@ def refuse_folder_outputs(args: argparse.Namespace, root: Path) -> None:
             )
 
 
+def report_outputs(args: argparse.Namespace, root: Path) -> list[tuple[Path, outputs.Kind]]:
+    """Every file check writes, with its kind: each is refused up front unless it is absent or a
+    previous output of that kind (contracts/outputs.py), so a bad path costs no gate run."""
+    kinds = (
+        (args.report, outputs.json_kind("gates report", "xtrain-gates-report/1")),
+        (args.junit, outputs.JUNIT_REPORT),
+        (args.markdown, outputs.MARKDOWN_REPORT),
+        (args.html, outputs.HTML_REPORT),
+    )
+    return [(root / p, kind) for p, kind in kinds if p]
+
+
 def check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     root = Path(args.root)
-    refuse_folder_outputs(args, root)
+    refuse_folder_outputs(args, root)  # one line naming the flag
+    for path, kind in report_outputs(args, root):  # absent, or a previous output of its kind
+        outputs.check(path, kind)
     thresholds = load_thresholds(root / args.params)  # an absolute --params stays absolute
     params = load_params(root / args.params)  # what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
@@ -118,14 +131,15 @@ def write_formats(
     """--junit, --markdown, --html; relative paths are under --root, like --report."""
     labels = {g.id: g.threshold(thresholds) for g in catalogue.GATES}
     if args.junit:
-        atomic_write_text(root / args.junit, ci_report.junit_xml(rep, seconds))
+        outputs.write_file(root / args.junit, ci_report.junit_xml(rep, seconds), outputs.JUNIT_REPORT)
     if args.markdown:
-        atomic_write_text(root / args.markdown, ci_report.markdown(rep, labels))
+        outputs.write_file(root / args.markdown, ci_report.markdown(rep, labels), outputs.MARKDOWN_REPORT)
     if args.html:
         t0 = time.perf_counter()
         from gates import html_report  # matplotlib: imported only when a page is asked for
 
-        atomic_write_text(root / args.html, html_report.render(rep, root, thresholds, labels, params))
+        page = html_report.render(rep, root, thresholds, labels, params)
+        outputs.write_file(root / args.html, page, outputs.HTML_REPORT)
         print(f"wrote {args.html} in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
 
 
@@ -257,11 +271,9 @@ def main(argv: list[str] | None = None) -> int:
             "mutate": mutate_cmd,
         }
         return commands[args.cmd](args)
-    except ValidationError as e:
+    except (ValidationError, errors.XtrainError) as e:  # bad input, a refused output path: exit 2
         errors.report(e)
         return 2
-    except errors.XtrainError as e:  # e.g. a report that cannot be written: one line, not a traceback
-        return errors.report(e)
     except KeyError as e:
         errors.report(errors.XtrainError(e.args[0]))
         return 2

@@ -9,6 +9,7 @@ is a partial dvc.lock, an error. When the stage ran, a missing or invalid artifa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,20 @@ def nonfinite(data: Any, where: str = "") -> list[str]:
     if isinstance(data, list):
         return [p for i, v in enumerate(data) for p in nonfinite(v, f"{where}[{i}]")]
     return []
+
+
+RUN_METRICS = re.compile(r"runs/([^/]+)/metrics\.json")
+
+
+def misplaced_run(rel: str, data: Any) -> str | None:
+    """A run lives in the folder of its launcher: runs/thread holding a proc run is refused (exit 2)."""
+    m = RUN_METRICS.fullmatch(rel)
+    if m is None or not isinstance(data, dict) or data.get("launcher") == m.group(1):
+        return None
+    return (
+        f"{rel}: launcher: {data.get('launcher')!r}, but the run lives in runs/{m.group(1)}: a run "
+        f"copied from another launcher's folder (dvc repro the stage that writes runs/{m.group(1)})"
+    )
 
 
 @dataclass
@@ -113,6 +128,8 @@ class Artifacts:
             except ValidationError as e:
                 raise ArtifactError(str(e).replace(str(path), rel, 1)) from None
         data = self.validated[key]
+        if misplaced := misplaced_run(rel, data):
+            raise ArtifactError(misplaced)
         bad = nonfinite(data) if refuse_non_finite else []
         if bad:
             raise NonFinite(

@@ -24,7 +24,7 @@ from pathlib import Path
 from contracts import artifacts
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
-from xtrain import launch, proctree
+from xtrain import launch, proctree, rundir
 from xtrain.cli import add_params_args
 from xtrain.config import LaunchConfig, load_params
 from xtrain.train import RunSpec
@@ -144,6 +144,18 @@ def start_torchrun(argv: list[str]) -> int:
     return code
 
 
+def launch_locked(args: argparse.Namespace, argv: list[str]) -> int:
+    """One writer per run directory: the launcher holds the run's lock for the whole run, and
+    refuses before anything is touched (a folder it did not make, --resume with no checkpoint)."""
+    rundir.preflight(run_dir(args), args.resume)  # read-only: a refusal creates not even the lock file
+    with rundir.locked(run_dir(args)):  # the launcher lives as long as its tree (xtrain/proctree.py)
+        rundir.preflight(run_dir(args), args.resume)  # again, now that no other writer can change it
+        code = start_torchrun(argv) if args.launcher == "proc" else train_here(args)
+        if code == 0:  # also on a torchrun worker's write: read it back
+            artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -151,12 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         return torchrun_worker(args)
     proctree.die_with_caller()
     try:
-        code = start_torchrun(argv) if args.launcher == "proc" else train_here(args)
-        if code == 0:  # also on a torchrun worker's write: read it back
-            artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
-    except ValidationError as e:
-        return report(e)  # exit 2 (ValidationError.exit_code)
-    return code
+        return launch_locked(args, argv)
+    except (XtrainError, OSError) as e:  # a refusal, a busy run, a bad metrics.json: exit 2
+        return report(e)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contracts import artifacts
+from contracts import artifacts, outputs
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
@@ -233,29 +233,25 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
         raise RegistryError(
             f"{dest} exists: a pinned checkpoint is never replaced; pin under a new model name"
         )
-    tmp = dest.with_name(f".{model}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name in ("model.safetensors", "state.json", "tokenizer.json"):
-        shutil.copyfile(ckpt / name, tmp / name)  # the optimizer state is not needed to export
-    pin = {
-        "format": "xtrain-registry-pin/1",
-        "model": model,
-        "model_md5": md5_file(tmp / "model.safetensors"),
-        "state_md5": md5_file(tmp / "state.json"),
-        "tokenizer_md5": md5_file(tmp / "tokenizer.json"),
-        "provenance": provenance(),
-        "reason": reason,
-    }
-    pin = seal(pin)
-    try:
+    with outputs.staged_folder(dest, outputs.PINNED) as tmp:  # a fresh folder beside dest, never reused
+        for name in ("model.safetensors", "state.json", "tokenizer.json"):
+            shutil.copyfile(ckpt / name, tmp / name)  # the optimizer state is not needed to export
+        pin = seal(
+            {
+                "format": "xtrain-registry-pin/1",
+                "model": model,
+                "model_md5": md5_file(tmp / "model.safetensors"),
+                "state_md5": md5_file(tmp / "state.json"),
+                "tokenizer_md5": md5_file(tmp / "tokenizer.json"),
+                "provenance": provenance(),
+                "reason": reason,
+            }
+        )
         validate(pin, load_schema("pinned.schema.json"), str(dest / "pin.json"))
         atomic_write_json(tmp / "pin.json", pin)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    tmp.rename(dest)
-    reg.record(*(dest / name for name in (*PINNED_FILES, "pin.json")))
+    reg.record(
+        *(dest / name for name in (*PINNED_FILES, "pin.json"))
+    )  # the registry's index (registry/index.py)
     print(f"pinned {ckpt} as {dest} (model md5 {pin['model_md5']})")
     return 0
 

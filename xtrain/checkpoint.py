@@ -21,10 +21,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from torch import nn
 
-from contracts.fileio import atomic_directory, canonical_json, md5_file
+from contracts import outputs
+from contracts.fileio import canonical_json, md5_file
 from contracts.validate import ValidationError, load_json
 
-FORMAT = "xtrain-checkpoint/1"
+FORMAT = outputs.CHECKPOINT_FORMAT  # "xtrain-checkpoint/1"
 NEXT_STEP = "resume from an intact checkpoint (edit checkpoints/latest) or train without --resume"
 
 
@@ -109,7 +110,7 @@ def save_checkpoint(
     state: dict[str, Any],
     tokenizer: Path | None,
 ) -> None:
-    with atomic_directory(path) as tmp:
+    with outputs.staged_folder(path, outputs.CHECKPOINT) as tmp:
         _write(tmp / "model.safetensors", save(model_tensors(model), metadata={"format": "pt"}))
         if opt is not None:
             _write(

@@ -2,19 +2,47 @@
 
 A run directory keeps `checkpoints/step_NNNNNN/` (the last `keep` of them) and
 `checkpoints/latest`, a one-line pointer replaced atomically after the directory is complete.
+The pointer names one `step_NNNNNN` folder of this `checkpoints/`: an absolute path, `..`, another
+name or a symbolic link is refused (exit 2), so a pointer can never lead out of the run.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
+from contracts.validate import ValidationError
 
 
 class CheckpointNotFound(XtrainError, FileNotFoundError):
     exit_code = 2
+
+
+class NothingToResume(XtrainError):
+    """--resume where no checkpoint exists: an error, never a silent fresh start."""
+
+    exit_code = 2
+
+
+STEP_NAME = re.compile(r"step_[0-9]{6,}")
+
+
+def pointed(root: Path, pointer: Path) -> Path:
+    """The folder `latest` names, refused unless it is a step folder directly inside `root`."""
+    name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    target = root / name
+    if not STEP_NAME.fullmatch(name) or target.is_symlink():
+        raise ValidationError(
+            str(pointer),
+            "",
+            f"names {name[:80]!r}, not a checkpoint folder of this run",
+            "one step_NNNNNN folder inside this checkpoints/ (no path, no symbolic link)",
+            "write the name of an intact step_NNNNNN folder into it, or train without --resume",
+        )
+    return target
 
 
 class CheckpointDir:
@@ -28,7 +56,7 @@ class CheckpointDir:
         pointer = self.root / "latest"
         if not pointer.exists():
             return None
-        target = self.root / pointer.read_text().strip()
+        target = pointed(self.root, pointer)
         return target if (target / "state.json").exists() else None
 
     def commit(self, step: int) -> None:

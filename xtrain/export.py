@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from safetensors.torch import save
 
-from contracts import artifacts
+from contracts import artifacts, outputs
 from contracts.errors import moved
-from contracts.fileio import atomic_directory, canonical_json, md5_file, read_regular
+from contracts.fileio import canonical_json, md5_file, read_regular
 from contracts.validate import ValidationError
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import resolve_checkpoint
@@ -42,7 +42,7 @@ from xtrain.model_card import model_card
 EXPORTER = "xtrain-export/1"
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_TOKENIZER_BYTES = 64 << 20  # ours are ~0.1-1 MB
-MANIFEST_FORMAT = "xtrain-export-manifest/1"
+MANIFEST_FORMAT = outputs.EXPORT_MANIFEST_FORMAT  # "xtrain-export-manifest/1"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 HF_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
 
@@ -228,6 +228,7 @@ def export(
     """
     if dtype not in DTYPES:
         raise ExportError(f"dtype {dtype!r}: expected one of {sorted(DTYPES)}")
+    outputs.check(out_dir, outputs.EXPORT)  # before any work: OUTDIR is absent or a previous export
     ckpt = resolve_checkpoint(ckpt)
     state = read_state(ckpt)
     name = source_name(ckpt, name)
@@ -244,7 +245,7 @@ def export(
         "tokenizer.json": tok_bytes,
         "tokenizer_config.json": canonical_json(tokenizer_config(cfg)).encode(),
     }
-    with atomic_directory(out_dir) as tmp:
+    with outputs.staged_folder(out_dir, outputs.EXPORT) as tmp:
         for fname, data in files.items():
             (tmp / fname).write_bytes(data)
         write_gguf(tmp / "model.gguf", gguf_arrays(tensors), config, tok_bytes.decode("utf-8"), name, dtype)

@@ -118,12 +118,13 @@ def staged(spec: RunSpec, writer: bool, commit: bool = True) -> Iterator[RunSpec
     if spec.run_dir is None:
         yield spec
         return
+    kept = writer and rundir.resumes_partial(spec.run_dir, spec.resume)  # never discarded on failure
     staging = rundir.prepare(spec.run_dir, spec.resume) if writer else rundir.partial_dir(spec.run_dir)
     start = rundir.latest_name(staging)
     try:
         yield dataclasses.replace(spec, run_dir=str(staging))
     except BaseException:
-        if writer:
+        if writer and not kept:
             rundir.discard_unless_progressed(staging, start)
         raise
     if writer and commit:

@@ -1,24 +1,40 @@
-"""A run never destroys the previous one: it trains in a staging directory swapped in at the end.
+"""A run never destroys the previous one, nor anything it did not make (torch-free).
 
     runs/<launcher>/           the last complete run, untouched until a new run succeeds
     runs/.<launcher>.partial/  the run in progress; after a failure it keeps the checkpoints
                                that `--resume` continues from
+    runs/.<launcher>.lock      held (flock) by the one launcher writing the run; holds its pid
 
-A run's outputs are replaced as a whole; anything else in the run directory (the git-tracked
-.gitignore DVC keeps there, a note) is carried over into the new one (torch-free).
+A run folder carries the marker `.xtrain-output.json` {"kind": "run"}, written at the swap (a
+staging folder holds only outputs): a run replaces only an absent or empty folder or a previous
+run (contracts/outputs.py); anything else is refused before anything is touched. A run's outputs are replaced as a whole; anything else in the run directory
+(the git-tracked .gitignore DVC keeps there, a note) is carried over into the new one. A refused
+`--resume` of an interrupted run leaves its staging folder as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+from contracts import outputs
+from contracts.errors import XtrainError
 from contracts.fileio import naming_the_file, replace_directory
-from xtrain.checkpoint_dir import CheckpointDir
+from contracts.validate import ValidationError
+from xtrain.checkpoint_dir import CheckpointDir, NothingToResume
 
-OUTPUTS = ("checkpoints", "metrics.json", "summary.json", "loss.csv", "eval.csv")
+OUTPUTS = outputs.RUN_OUTPUTS
+
+
+class RunBusy(XtrainError):
+    """Another launcher holds the run's lock: one writer per run directory."""
+
+    exit_code = 2
 
 
 def partial_dir(run_dir: str | Path) -> Path:
@@ -26,8 +42,58 @@ def partial_dir(run_dir: str | Path) -> Path:
     return run_dir.parent / f".{run_dir.name}.partial"
 
 
+def lock_path(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    return run_dir.parent / f".{run_dir.name}.lock"
+
+
+@contextlib.contextmanager
+def locked(run_dir: str | Path) -> Iterator[int]:
+    """Hold the run's lock for the block (yields its fd, to hand to a child that must hold it too).
+
+    flock(2): released by the kernel when the last process holding the file closes it or dies, so
+    a crash never leaves a stale lock. A second writer fails at once, naming the holder's pid.
+    """
+    path = lock_path(run_dir)
+    with naming_the_file(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise RunBusy(
+                f"{run_dir}: another run is writing it (pid {holder}, lock {path}); "
+                "next: wait for it to finish or stop it, then re-run"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def has_checkpoint(run_dir: Path) -> bool:
     return CheckpointDir(run_dir / "checkpoints", keep=1).latest() is not None
+
+
+def preflight(run_dir: str | Path, resume: bool) -> None:
+    """Every refusal, before anything is touched: the run folder and its staging folder are absent
+    or ours, and --resume has a checkpoint to continue from."""
+    run_dir, staging = Path(run_dir), partial_dir(run_dir)
+    outputs.check(run_dir, outputs.RUN)
+    outputs.check(staging, outputs.RUN)
+    if resume and not (has_checkpoint(staging) or has_checkpoint(run_dir)):
+        raise NothingToResume(
+            f"{run_dir}: --resume: no checkpoint to resume from (neither {run_dir}/checkpoints/latest "
+            f"nor {staging}/checkpoints/latest); next: train without --resume"
+        )
+
+
+def resumes_partial(run_dir: str | Path, resume: bool) -> bool:
+    """Whether this run continues an interrupted one's staging folder (which a failure must keep)."""
+    return resume and has_checkpoint(partial_dir(run_dir))
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -54,10 +120,11 @@ def prepare(run_dir: str | Path, resume: bool) -> Path:
     """Create the staging directory. With resume it starts from the newest checkpoint: an
     interrupted run's (kept in the staging directory) if there is one, else the last complete run's."""
     run_dir, staging = Path(run_dir), partial_dir(run_dir)
+    preflight(run_dir, resume)
     if resume and has_checkpoint(staging):
         return staging
     with naming_the_file(staging):
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # a previous interrupted run (checked: ours)
         staging.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=staging.parent, prefix=f".{run_dir.name}.", suffix=".tmp"))
         if resume and (run_dir / "checkpoints").is_dir():
@@ -68,8 +135,12 @@ def prepare(run_dir: str | Path, resume: bool) -> Path:
 
 def discard_unless_progressed(staging: Path, start: str | None) -> None:
     """After a failure: keep the staging directory only if the run committed a new checkpoint there
-    (a resume refused at once leaves nothing behind; a crash at step 9 keeps step 6 for --resume)."""
-    latest = latest_name(staging)
+    (a resume refused at once leaves nothing behind; a crash at step 9 keeps step 6 for --resume).
+    The caller never discards an interrupted run's staging folder it resumed (resumes_partial)."""
+    try:
+        latest = latest_name(staging)
+    except ValidationError:  # a pointer that cannot be followed: keep the folder to be inspected
+        return
     if latest is None or latest == start:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -77,10 +148,12 @@ def discard_unless_progressed(staging: Path, start: str | None) -> None:
 def commit(staging: Path, run_dir: str | Path) -> None:
     """Swap the finished run in, in one rename; the old run's non-output files are carried over."""
     run_dir = Path(run_dir)
+    outputs.check(run_dir, outputs.RUN)  # again: the folder may have changed while the run trained
     with naming_the_file(run_dir):
         if run_dir.is_dir():
             for entry in run_dir.iterdir():
                 if entry.name not in OUTPUTS and not (staging / entry.name).exists():
                     _carry(entry, staging / entry.name)
+        outputs.write_marker(staging, outputs.RUN)  # at the swap: a staging folder holds only outputs
         os.chmod(staging, 0o755)
         replace_directory(staging, run_dir)

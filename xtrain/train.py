@@ -23,7 +23,7 @@ from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
 from xtrain import faults, perf_hooks
 from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
-from xtrain.checkpoint_dir import CheckpointDir
+from xtrain.checkpoint_dir import CheckpointDir, NothingToResume
 from xtrain.comm import Communicator, FlatGrads
 from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, step_batch
@@ -266,8 +266,10 @@ class Checkpointer:
 
     def resume(self, model: nn.Module, opt: torch.optim.Optimizer) -> tuple[History, int]:
         """(history, first step): the latest checkpoint's with --resume, else a fresh start."""
-        if not self.spec.resume or self.ckpts is None or (latest := self.ckpts.latest()) is None:
+        if not self.spec.resume or self.ckpts is None:
             return History(), 0
+        if (latest := self.ckpts.latest()) is None:  # --resume never silently starts afresh
+            raise NothingToResume(f"{self.ckpts.root}/latest: --resume: no checkpoint to resume from")
         state, run = read_state(latest), self.spec.run
         if state["config_hash"] != run.config_hash():
             raise ResumeMismatch(
