@@ -11,6 +11,9 @@ Real DDP bugs, from that step on (the loss_match gate must fail each one):
 - `same_shard`: the rank reads rank 0's rows of the global batch instead of its own.
 - `dropout_unsync`: the rank's dropout masks come from a seed that mixes in the rank (what the
   code did before masks were drawn per global sample), so they differ from single-device's.
+
+A slower launcher, in the scaling benchmark only: `slow` (e.g. slow@*:0) makes every timed step take
+twice as long (xtrain.scaling_bench.slowed); the scaling gate must fail it, not re-measure it away.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from xtrain.determinism import derive_seed
 
 STEP_KINDS = ("raise", "hang", "nan")
 DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")
+PERF_KINDS = ("slow",)
 EVERY_RANK = -1
 
 
@@ -54,10 +58,9 @@ def parse(text: str | None) -> Fault | None:
         raise ValueError(
             f"XTRAIN_FAULT={text!r}: expected KIND@RANK:STEP, e.g. raise@1:3 or grad_sum@*:0"
         ) from None
-    if fault.kind not in STEP_KINDS + DDP_BUG_KINDS:
-        raise ValueError(
-            f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(STEP_KINDS + DDP_BUG_KINDS)}"
-        )
+    kinds = STEP_KINDS + DDP_BUG_KINDS + PERF_KINDS
+    if fault.kind not in kinds:
+        raise ValueError(f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(kinds)}")
     return fault
 
 
@@ -66,6 +69,11 @@ _FAULT = parse(os.environ.get("XTRAIN_FAULT"))
 
 def _hits(kind: str, rank: int, step: int) -> bool:
     return _FAULT is not None and _FAULT.hits(kind, rank, step)
+
+
+def slows() -> bool:
+    """Whether this process's timed benchmark steps are slowed twofold (XTRAIN_FAULT=slow@...)."""
+    return _FAULT is not None and _FAULT.kind == "slow"
 
 
 def at_step(rank: int, step: int) -> bool:
