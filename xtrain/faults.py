@@ -12,8 +12,9 @@ Real DDP bugs, from that step on (the loss_match gate must fail each one):
 - `dropout_unsync`: the rank's dropout masks come from a seed that mixes in the rank (what the
   code did before masks were drawn per global sample), so they differ from single-device's.
 
-A slower launcher, in the scaling benchmark only: `slow` (e.g. slow@*:0) makes every timed step take
-twice as long (xtrain.scaling_bench.slowed); the scaling gate must fail it, not re-measure it away.
+A slower launcher, in the scaling benchmark only: `slow_thread` or `slow_proc` (e.g. slow_proc@*:0)
+makes every timed step of that launcher take twice as long (xtrain.scaling_bench.slowed); the scaling
+gate must fail it, not re-measure it away.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from xtrain.determinism import derive_seed
 
 STEP_KINDS = ("raise", "hang", "nan")
 DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")
-PERF_KINDS = ("slow",)
+PERF_KINDS = ("slow_thread", "slow_proc")
 EVERY_RANK = -1
 
 
@@ -71,9 +72,9 @@ def _hits(kind: str, rank: int, step: int) -> bool:
     return _FAULT is not None and _FAULT.hits(kind, rank, step)
 
 
-def slows() -> bool:
-    """Whether this process's timed benchmark steps are slowed twofold (XTRAIN_FAULT=slow@...)."""
-    return _FAULT is not None and _FAULT.kind == "slow"
+def slows(launcher: str) -> bool:
+    """Whether `launcher`'s timed benchmark steps are slowed twofold (XTRAIN_FAULT=slow_<launcher>@...)."""
+    return _FAULT is not None and _FAULT.kind == f"slow_{launcher}"
 
 
 def at_step(rank: int, step: int) -> bool:

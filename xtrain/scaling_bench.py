@@ -45,15 +45,15 @@ def rank0_decides(comm: Any) -> Callable[[bool], bool]:
     return agree
 
 
-def slowed(step: Callable[[], Any], device: Any) -> Callable[[], Any]:
-    """The step, twice as long where XTRAIN_FAULT=slow (it sleeps as long as it ran): the injected
-    launcher slowdown the scaling gate must fail (bench/busy_scaling.py)."""
+def slowed(step: Callable[[], Any], device: Any, launcher: str) -> Callable[[], Any]:
+    """The step, twice as long where XTRAIN_FAULT=slow_<launcher> (it sleeps as long as it ran): the
+    injected launcher slowdown the scaling gate must fail (pipeline/busy_scaling.py)."""
     import time
 
     from xtrain import faults
     from xtrain.step_profile import sync_device
 
-    if not faults.slows():
+    if not faults.slows(launcher):
         return step
 
     def run() -> Any:
@@ -91,7 +91,9 @@ def rank_body(
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
     opt = build_optimizer(model, t)
-    step = slowed(harness_step(model, opt, data, t, module, comm, flat_grads(model, comm)), comm.device)
+    step = slowed(
+        harness_step(model, opt, data, t, module, comm, flat_grads(model, comm)), comm.device, spec.launcher
+    )
     tokens = t.global_batch * t.seq_len
     for _ in range(sc.warmup_steps):
         step()
