@@ -72,6 +72,7 @@ def one_run(tree: Path, busy: int, fault: str | None) -> dict[str, Any]:
         "load": load, "load_after": load_after, "wall_s": wall, "exit": gate.returncode,
         "status": verdict["status"], "message": verdict["message"],
         "rounds": {k: r["rounds"] for k, r in per.items()}, "rates": {k: r["tokens_per_s"] for k, r in per.items()},
+        "progress": [line for line in stage.stderr.splitlines() if line.startswith("scaling: ")],
     }  # fmt: skip
 
 

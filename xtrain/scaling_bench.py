@@ -11,6 +11,7 @@ dropped and recorded as such. Writes bench/scaling.json and bench/scaling.png.
 
 from __future__ import annotations
 
+import collections
 import functools
 import io
 import json
@@ -98,8 +99,20 @@ def rank_body(
     for _ in range(sc.warmup_steps):
         step()
 
+    taken: list[float] = []
+
     def one_round() -> list[float]:
-        return [time_window(step, sc.window_steps, tokens, comm.device) for _ in range(sc.windows)]
+        windows = [time_window(step, sc.window_steps, tokens, comm.device) for _ in range(sc.windows)]
+        taken.extend(windows)
+        if comm.rank == 0:  # a re-measuring stage says so while it runs
+            rate, spread = judged_spread(taken)
+            print(
+                f"scaling: {spec.launcher} world {comm.world} round {len(taken) // sc.windows}: "
+                f"{rate:,.0f} tokens/s, faster half spread {100 * spread:.0f}%",
+                file=sys.stderr,
+                flush=True,
+            )
+        return windows
 
     rounds = remeasure(one_round, policy, agree=rank0_decides(comm))
     profile = None
@@ -114,9 +127,14 @@ def measure_one(command: Callable[[Path], list[str]], what: str) -> dict[int, di
     """Run one measured process (`command(result)`) fresh; returns rank 0's rank_body result per world."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
-        proc = subprocess.run(command(out), capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"scaling {what} failed:\n{proc.stderr[-3000:]}")
+        proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        tail: collections.deque[str] = collections.deque(maxlen=100)
+        for line in proc.stderr or ():
+            tail.append(line)
+            if line.startswith("scaling: "):  # the rounds, as they are taken
+                print(line, end="", file=sys.stderr, flush=True)
+        if proc.wait() != 0:
+            raise RuntimeError(f"scaling {what} failed:\n{''.join(tail)[-3000:]}")
         return {int(w): measured for w, measured in json.loads(out.read_text()).items()}
 
 
