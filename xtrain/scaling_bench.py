@@ -35,13 +35,14 @@ FORMAT = "xtrain-scaling/1"
 
 
 def rank0_decides(comm: Any) -> Callable[[bool], bool]:
-    """Every rank takes rank 0's decision (a one-element broadcast), so all run the same steps."""
+    """Every rank takes rank 0's decision, so all run the same steps: a one-element sum in which only
+    rank 0's vote counts (the all-reduce every step already makes, on every launcher and device)."""
     import torch
 
     def agree(go: bool) -> bool:
-        flag = torch.tensor([1.0 if go else 0.0], device=comm.device)
-        comm.broadcast_([flag], 0)
-        return bool(flag.item())
+        flag = torch.tensor([1.0 if go and comm.rank == 0 else 0.0], device=comm.device)
+        comm.all_reduce_sum_([flag])
+        return bool(flag.item() > 0.5)
 
     return agree
 
