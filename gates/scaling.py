@@ -156,7 +156,7 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
             measured,
             threshold,
             f"{', '.join(noisy)} above {100 * th['max_spread']:.0f}% after re-measuring ({rounds}): "
-            f"too noisy to judge, rerun on a quieter machine (dvc repro -f scaling)",
+            f"too noisy to judge, rerun on a quiet machine (dvc repro -f scaling)",
         )
     sure, unsure, worst = launcher_gaps(s, th["band"])
     problems = floor_problems(table, floors) + sure
@@ -171,7 +171,7 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
         return inconclusive(
             measured,
             threshold,
-            "; ".join(unsure) + f" ({rounds}): too noisy to judge, rerun on a quieter machine",
+            "; ".join(unsure) + f" ({rounds}): too noisy to judge, rerun on a quiet machine",
         )
     return passed(
         measured,
