@@ -46,6 +46,24 @@ def median_spread(rates: list[float]) -> tuple[float, float]:
     return med, (max(rates) - min(rates)) / med if med > 0 else math.inf
 
 
+def faster_half(rates: list[float]) -> list[float]:
+    """The faster half of a measurement's windows (ceil(n / 2), at least two), fastest first.
+
+    Interference on a shared machine only ever slows a window (another process takes the core, an
+    OpenMP team waits at a barrier); it never makes the step faster than the machine runs it. So the
+    slow half carries the interference and the fast half the step: judging the fast half is the
+    min-of-times idea (timeit) made robust to one lucky window by keeping half of them. A real
+    slowdown of the step slows every window, the fast half included.
+    """
+    ordered = sorted(rates, reverse=True)
+    return ordered[: min(len(ordered), max(2, (len(ordered) + 1) // 2))]
+
+
+def judged_spread(rates: list[float]) -> tuple[float, float]:
+    """Median rate and spread of the faster half (faster_half): the scaling gate's figures."""
+    return median_spread(faster_half(rates))
+
+
 def shift_ci(run: list[float], base: list[float], z: float = 1.96) -> tuple[float, float, float]:
     """Relative change run/base - 1: Hodges-Lehmann estimate and its ~95% confidence interval.
 
@@ -76,3 +94,19 @@ def stage_perf(record: dict[str, Any]) -> StagePerf:
         memory_kind=mem["kind"],
         memory_scope=mem["scope"],
     )
+
+
+def band_check(a: list[float], b: list[float], band: float) -> tuple[str, float, float, float]:
+    """Whether two measurements of the same step agree within `band`, judged on their faster halves.
+
+    Within the band means a/b in [1 - band, 1 / (1 - band)] (|a - b| / max(a, b) <= band). Returns
+    ("beyond" | "straddles" | "within", change, low, high): "beyond" when the ~95% interval of a/b - 1
+    (shift_ci) lies wholly outside the band, "straddles" when it crosses an edge.
+    """
+    change, low, high = shift_ci(faster_half(a), faster_half(b))
+    low_ok, high_ok = -band, 1 / (1 - band) - 1 if band < 1 else math.inf
+    if high < low_ok or low > high_ok:
+        return "beyond", change, low, high
+    if low < low_ok or high > high_ok:
+        return "straddles", change, low, high
+    return "within", change, low, high

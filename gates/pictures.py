@@ -382,7 +382,7 @@ def _throughput_panel(ax, s: dict[str, Any]) -> list[str]:
         high = [max(0.0, max(r["windows"], default=t) - t) for t, r in zip(tps, rows, strict=True)]
         ax.errorbar(worlds, tps, yerr=[low, high], marker="o", capsize=3, label=launcher)
     ax.set_xlabel("world (ranks)")
-    ax.set_ylabel("tokens/s (median window)")
+    ax.set_ylabel("tokens/s (faster half's median)")
     ax.set_xticks(s["worlds"])
     ax.set_title("throughput")
     plots.legend(ax)

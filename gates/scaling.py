@@ -1,7 +1,10 @@
 """Scaling gate, recomputed from the raw tokens/s windows of bench/scaling.json.
 
-tokens/s = median of a measurement's windows, speedup(w) = median(world w) / median(world 1) of
-the same launcher, spread = (max - min) / median; the file's own figures are only cross-checked.
+A measurement (one launcher at one world) is every window of every round it took (a noisy one
+re-measures: xtrain/remeasure.py). Its figures are those of the faster half of its windows
+(contracts.perf_record.faster_half: interference only slows windows): tokens/s = their median,
+speedup(w) = tokens/s(world w) / tokens/s(world 1) of the same launcher, spread = (max - min) /
+median; the file's own figures are only cross-checked.
 Thread and proc at one world measure the same step: their gap is judged by the confidence interval
 of thread/proc from both sets of windows (contracts.perf_record.shift_ci), so two noisy ten-second
 measurements that merely may differ by more than the band are inconclusive, not a fail.
@@ -13,10 +16,9 @@ verdict inconclusive (rerun on a quiet machine), never a pass.
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
-from contracts.perf_record import shift_ci
+from contracts.perf_record import band_check, judged_spread
 from gates.artifacts import Artifacts
 from gates.outcome import Outcome, failed, inconclusive, passed
 
@@ -42,11 +44,20 @@ def shape_problems(s: dict[str, Any], params: Any) -> list[str]:
         if missing:
             out.append(f"{launcher}: world {', '.join(map(str, missing))} missing from the table")
         for w, r in by_world.items():
-            if len(r["windows"]) != sc["windows"]:
-                out.append(
-                    f"{launcher} world {w}: {len(r['windows'])} windows, params.yaml scaling.windows {sc['windows']}"
-                )
+            out += round_problems(f"{launcher} world {w}", r, sc)
     return out
+
+
+def round_problems(what: str, r: dict[str, Any], sc: dict[str, Any]) -> list[str]:
+    """A measurement's windows come in whole rounds of scaling.windows, at most scaling.max_rounds."""
+    rounds, cap = r.get("rounds", 1), sc.get("max_rounds", 1)
+    if len(r["windows"]) != rounds * sc["windows"]:
+        return [
+            f"{what}: {len(r['windows'])} windows, {rounds} rounds of params.yaml scaling.windows {sc['windows']}"
+        ]
+    if rounds > cap:
+        return [f"{what}: {rounds} rounds, params.yaml scaling.max_rounds {cap}"]
+    return []
 
 
 def recompute(s: dict[str, Any]) -> tuple[Table, list[str]]:
@@ -54,15 +65,15 @@ def recompute(s: dict[str, Any]) -> tuple[Table, list[str]]:
     table: Table = {}
     wrong = []
     for launcher, by_world in sorted(s["results"].items()):
-        rates = {int(w): statistics.median(r["windows"]) for w, r in by_world.items()}
-        base = rates.get(1)
+        judged = {int(w): judged_spread(r["windows"]) for w, r in by_world.items()}
+        base = judged[1][0] if 1 in judged else None
         table[launcher] = {}
         for w, r in sorted(by_world.items(), key=lambda kv: int(kv[0])):
-            med = rates[int(w)]
+            med, spread = judged[int(w)]
             fig = {
                 "tokens_per_s": med,
                 "speedup": med / base if base else math.nan,
-                "spread": (max(r["windows"]) - min(r["windows"])) / med,
+                "spread": spread,
             }
             table[launcher][int(w)] = fig
             for key, value in fig.items():
@@ -88,25 +99,22 @@ def floor_problems(table: Table, floors: dict[int, float]) -> list[str]:
 
 
 def launcher_gaps(s: dict[str, Any], band: float) -> tuple[list[str], list[str], float]:
-    """(gaps surely beyond the band, gaps that may be, the worst median gap) of thread vs proc.
-
-    Within the band means thread/proc in [1 - band, 1 / (1 - band)]: |t - p| / max(t, p) <= band.
-    """
+    """(gaps surely beyond the band, gaps that may be, the worst median gap) of thread vs proc,
+    judged on the faster half of each measurement's windows (contracts.perf_record.band_check)."""
     sure, unsure, worst = [], [], 0.0
     results = s["results"]
-    low_ok, high_ok = -band, 1 / (1 - band) - 1 if band < 1 else math.inf
     for w in sorted(set(results.get("thread", {})) & set(results.get("proc", {})), key=int):
         t, p = results["thread"][w]["windows"], results["proc"][w]["windows"]
-        change, low, high = shift_ci(t, p)
-        tm, pm = statistics.median(t), statistics.median(p)
+        where, change, low, high = band_check(t, p, band)
+        tm, pm = judged_spread(t)[0], judged_spread(p)[0]
         worst = max(worst, abs(tm - pm) / max(tm, pm))
         text = (
             f"world {w}: thread {tm:,.0f} vs proc {pm:,.0f} tok/s, thread/proc {100 * change:+.0f}% "
             f"(95% CI {100 * low:+.0f}% to {100 * high:+.0f}%; band {100 * band:.0f}%)"
         )
-        if high < low_ok or low > high_ok:
+        if where == "beyond":
             sure.append(f"{text}: the launchers differ")
-        elif low < low_ok or high > high_ok:
+        elif where == "straddles":
             unsure.append(f"{text}: may differ by more than the band")
     return sure, unsure, worst
 
@@ -135,8 +143,10 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
         return failed(
             measured, threshold, "bench/scaling.json: " + "; ".join(refused) + ". Rerun: dvc repro scaling"
         )
+    rounds = rounds_text(s, a.params["scaling"])
     noisy = [
-        f"{launcher} world {w} spread {100 * fig['spread']:.0f}%"
+        f"{launcher} world {w} spread {100 * fig['spread']:.0f}% (faster half of "
+        f"{len(s['results'][launcher][str(w)]['windows'])} windows)"
         for launcher, by_world in table.items()
         for w, fig in by_world.items()
         if fig["spread"] > th["max_spread"]
@@ -145,8 +155,8 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
         return inconclusive(
             measured,
             threshold,
-            f"{', '.join(noisy)} above {100 * th['max_spread']:.0f}%: too noisy to judge, "
-            f"rerun on a quiet machine (dvc repro -f scaling)",
+            f"{', '.join(noisy)} above {100 * th['max_spread']:.0f}% after re-measuring ({rounds}): "
+            f"too noisy to judge, rerun on a quiet machine (dvc repro -f scaling)",
         )
     sure, unsure, worst = launcher_gaps(s, th["band"])
     problems = floor_problems(table, floors) + sure
@@ -159,11 +169,25 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
         )
     if unsure:
         return inconclusive(
-            measured, threshold, "; ".join(unsure) + ": too noisy to judge, rerun on a quiet machine"
+            measured,
+            threshold,
+            "; ".join(unsure) + f" ({rounds}): too noisy to judge, rerun on a quiet machine",
         )
     return passed(
         measured,
         threshold,
         f"{profile} on {s['device']}: worlds {s['worlds']} recomputed from the windows, floors met, "
-        f"launchers within {100 * worst:.0f}%",
+        f"launchers within {100 * worst:.0f}%; {rounds}",
     )
+
+
+def rounds_text(s: dict[str, Any], sc: dict[str, Any]) -> str:
+    """How many rounds of windows each measurement took, e.g. "rounds thread 1/2/3, proc 1/1 of
+    at most 3 (worlds 1/2)"."""
+    worlds = sorted(int(w) for by_world in s["results"].values() for w in by_world)
+    per = [
+        f"{launcher} " + "/".join(str(by_world[str(w)].get("rounds", 1)) for w in sorted(map(int, by_world)))
+        for launcher, by_world in sorted(s["results"].items())
+    ]
+    names = "/".join(map(str, sorted(set(worlds))))
+    return f"rounds {', '.join(per)} of at most {sc.get('max_rounds', 1)} (worlds {names})"

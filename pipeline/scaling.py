@@ -15,11 +15,14 @@ bench/scaling.json is validated when written (contracts.artifacts); a bad record
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeline import stage
 from xtrain.launch import build_spec, torchrun_cmd
+from xtrain.remeasure import Remeasure
 from xtrain.scaling_bench import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
 from xtrain.tokenizer import load_tokenizer
 
@@ -33,12 +36,16 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return ap
 
 
-def rank_command(args: argparse.Namespace, launcher: str, worlds: list[int], result: Path) -> list[str]:
-    """One measured process: this module's `rank` command, with our params, overrides and data."""
+def rank_command(
+    args: argparse.Namespace, launcher: str, worlds: list[int], max_rounds: int, result: Path
+) -> list[str]:
+    """One measured process: this module's `rank` command, with our params, overrides and data,
+    taking at most `max_rounds` rounds of windows per world (a repeat takes only the rounds left)."""
+    overrides = [*args.overrides, f"scaling.max_rounds={max_rounds}"]
     common = [
         "--params",
         args.params,
-        *[a for o in args.overrides for a in ("--set", o)],
+        *[a for o in overrides for a in ("--set", o)],
         "--tokens",
         args.tokens,
         "--tokenizer",
@@ -80,10 +87,22 @@ def rank_main(argv: list[str]) -> int:
         args.worlds,
         params.launch_config(),
         params.scaling_config(),
+        remeasure_policy(params),
         args.result,
         args.profile,
     )
     return 0
+
+
+def gate_bounds(params: Any) -> dict[str, Any]:
+    """params.yaml gates.scaling of the resolved profile ({} where it has none: no re-measuring)."""
+    return params["gates"].get("scaling", {}).get(params["profile"], {})
+
+
+def remeasure_policy(params: Any) -> Remeasure:
+    """Re-measure until the windows spread no more than the gate allows, within scaling's caps."""
+    sc = params.scaling_config()
+    return Remeasure(gate_bounds(params).get("max_spread", math.inf), sc.max_rounds, sc.time_cap_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         params = stage.params_of(args)
         run = params.run_config(load_tokenizer(args.tokenizer).get_vocab_size())
         sc, launch = params.scaling_config(), params.launch_config()
-        measured = measure_worlds(sc, run.train.device, lambda *a: rank_command(args, *a))
+        measured = measure_worlds(
+            sc,
+            run.train.device,
+            lambda *a: rank_command(args, *a),
+            remeasure_policy(params),
+            gate_bounds(params),
+        )
         record = scaling_record(params["profile"], run, launch, sc, measured)
         write_results(record, Path(args.out))
         if args.profile:

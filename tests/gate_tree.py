@@ -34,7 +34,13 @@ from xtrain.config import set_in_file
 from xtrain.export import export
 from xtrain.launch import run_single, run_threads, torchrun_cmd
 
-SCALING_OVERRIDES = ("scaling.warmup_steps=1", "scaling.window_steps=2", "scaling.windows=2")
+# one round: the tree is about the gates; re-measuring is tests/test_measure_remeasure.py
+SCALING_OVERRIDES = (
+    "scaling.warmup_steps=1",
+    "scaling.window_steps=2",
+    "scaling.windows=2",
+    "scaling.max_rounds=1",
+)
 # the pilot's every CPU cell on the tiny config (tests/test_pilot_gate.py breaks them)
 PILOT_OVERRIDES = ("pilot.steps=6", "pilot.resume_at=3", "pilot.sets.cpu=[train.cpu_threads=1]")
 

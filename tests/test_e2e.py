@@ -36,6 +36,7 @@ TINY_PIPELINE = [
     "scaling.window_steps=2",
     "scaling.windows=2",
     "scaling.per_rank_batch=2",
+    "scaling.max_rounds=2",  # tiny windows are noise: re-measuring runs, bounded
 ]
 
 

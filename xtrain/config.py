@@ -126,6 +126,8 @@ class ScalingConfig:
     warmup_steps: int
     window_steps: int
     windows: int
+    max_rounds: int = 1  # rounds of `windows` windows while a measurement is noisy (docs/scaling.md)
+    time_cap_s: float = 0.0  # no round that would end later than this after the measurement began
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ Feature-path bugs, from that step on (the pilot gates must fail each one; docs/p
 - `resume_drop_v`: a resume restores Adam's exp_avg_sq as zeros (the second moment dropped).
 - `bf16_no_master`: bf16 training casts the weights to bf16: no fp32 master weights (KI-2).
 - `fused_lr_frozen`: with fused AdamW the schedule never reaches the optimizer (it keeps train.lr).
+
+A slower launcher, in the scaling benchmark only: `slow_thread` or `slow_proc` (e.g. slow_proc@*:0)
+makes every timed step of that launcher take twice as long (xtrain.scaling_bench.slowed); the scaling
+gate must fail it, not re-measure it away.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ FEATURE_BUG_KINDS = (
     "bf16_no_master",
     "fused_lr_frozen",
 )
+PERF_KINDS = ("slow_thread", "slow_proc")
 EVERY_RANK = -1
 
 
@@ -73,7 +78,7 @@ def parse(text: str | None) -> Fault | None:
         raise ValueError(
             f"XTRAIN_FAULT={text!r}: expected KIND@RANK:STEP, e.g. raise@1:3 or grad_sum@*:0"
         ) from None
-    kinds = STEP_KINDS + DDP_BUG_KINDS + FEATURE_BUG_KINDS
+    kinds = STEP_KINDS + DDP_BUG_KINDS + FEATURE_BUG_KINDS + PERF_KINDS
     if fault.kind not in kinds:
         raise ValueError(f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(kinds)}")
     return fault
@@ -84,6 +89,11 @@ _FAULT = parse(os.environ.get("XTRAIN_FAULT"))
 
 def _hits(kind: str, rank: int, step: int) -> bool:
     return _FAULT is not None and _FAULT.hits(kind, rank, step)
+
+
+def slows(launcher: str) -> bool:
+    """Whether `launcher`'s timed benchmark steps are slowed twofold (XTRAIN_FAULT=slow_<launcher>@...)."""
+    return _FAULT is not None and _FAULT.kind == f"slow_{launcher}"
 
 
 def at_step(rank: int, step: int) -> bool:

@@ -11,36 +11,78 @@ dropped and recorded as such. Writes bench/scaling.json and bench/scaling.png.
 
 from __future__ import annotations
 
+import collections
 import functools
 import io
 import json
+import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from contracts.errors import moved
+from contracts.perf_record import judged_spread
 from xtrain.config import LaunchConfig, RunConfig, ScalingConfig
+from xtrain.remeasure import Remeasure
 
 FORMAT = "xtrain-scaling/1"
 
 
-def rank_body(spec: Any, comm: Any, sc: ScalingConfig, profile_steps: int = 0) -> dict[str, Any]:
+def rank0_decides(comm: Any) -> Callable[[bool], bool]:
+    """Every rank takes rank 0's decision, so all run the same steps: a one-element sum in which only
+    rank 0's vote counts (the all-reduce every step already makes, on every launcher and device)."""
+    import torch
+
+    def agree(go: bool) -> bool:
+        flag = torch.tensor([1.0 if go and comm.rank == 0 else 0.0], device=comm.device)
+        comm.all_reduce_sum_([flag])
+        return bool(flag.item() > 0.5)
+
+    return agree
+
+
+def slowed(step: Callable[[], Any], device: Any, launcher: str) -> Callable[[], Any]:
+    """The step, twice as long where XTRAIN_FAULT=slow_<launcher> (it sleeps as long as it ran): the
+    injected launcher slowdown the scaling gate must fail (pipeline/busy_scaling.py)."""
+    import time
+
+    from xtrain import faults
+    from xtrain.step_profile import sync_device
+
+    if not faults.slows(launcher):
+        return step
+
+    def run() -> Any:
+        t0 = time.perf_counter()
+        out = step()
+        sync_device(device)
+        time.sleep(time.perf_counter() - t0)
+        return out
+
+    return run
+
+
+def rank_body(
+    spec: Any, comm: Any, sc: ScalingConfig, policy: Remeasure, profile_steps: int = 0
+) -> dict[str, Any]:
     """Timed training on one rank: the harness's train step on the real data, no eval or checkpoints.
+    After the warm-up, rounds of sc.windows windows until the measurement settles (xtrain.bench.remeasure).
     With profile_steps, that many more steps follow the windows; rank 0 profiles them (step_profile)."""
     import dataclasses
 
     import torch
 
-    from xtrain.bench import harness_step, time_windows
+    from xtrain.bench import harness_step, time_window
     from xtrain.data import TokenData
     from xtrain.model import build_model
     from xtrain.optim import build_optimizer
+    from xtrain.remeasure import remeasure
     from xtrain.step_profile import profile_step, run_steps
     from xtrain.train import flat_grads
 
@@ -51,24 +93,49 @@ def rank_body(spec: Any, comm: Any, sc: ScalingConfig, profile_steps: int = 0) -
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
     opt = build_optimizer(model, t)
-    step = harness_step(model, opt, data, t, module, comm, flat_grads(model, comm))
+    step = slowed(
+        harness_step(model, opt, data, t, module, comm, flat_grads(model, comm)), comm.device, spec.launcher
+    )
     tokens = t.global_batch * t.seq_len
-    timing = time_windows(step, tokens, sc.warmup_steps, sc.window_steps, sc.windows, comm.device)
+    for _ in range(sc.warmup_steps):
+        step()
+
+    taken: list[float] = []
+
+    def one_round() -> list[float]:
+        windows = [time_window(step, sc.window_steps, tokens, comm.device) for _ in range(sc.windows)]
+        taken.extend(windows)
+        if comm.rank == 0:  # a re-measuring stage says so while it runs
+            rate, spread = judged_spread(taken)
+            print(
+                f"scaling: {spec.launcher} world {comm.world} round {len(taken) // sc.windows}: "
+                f"{rate:,.0f} tokens/s, faster half spread {100 * spread:.0f}%",
+                file=sys.stderr,
+                flush=True,
+            )
+        return windows
+
+    rounds = remeasure(one_round, policy, agree=rank0_decides(comm))
     profile = None
     if profile_steps and comm.rank == 0:
         profile = profile_step(step, comm.device, profile_steps)
     elif profile_steps:
         run_steps(step, comm.device, profile_steps)
-    return {"windows": timing.windows, "profile": profile}
+    return {"rounds": rounds, "profile": profile}
 
 
 def measure_one(command: Callable[[Path], list[str]], what: str) -> dict[int, dict[str, Any]]:
     """Run one measured process (`command(result)`) fresh; returns rank 0's rank_body result per world."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
-        proc = subprocess.run(command(out), capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"scaling {what} failed:\n{proc.stderr[-3000:]}")
+        proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        tail: collections.deque[str] = collections.deque(maxlen=100)
+        for line in proc.stderr or ():
+            tail.append(line)
+            if line.startswith("scaling: "):  # the rounds, as they are taken
+                print(line, end="", file=sys.stderr, flush=True)
+        if proc.wait() != 0:
+            raise RuntimeError(f"scaling {what} failed:\n{''.join(tail)[-3000:]}")
         return {int(w): measured for w, measured in json.loads(out.read_text()).items()}
 
 
@@ -78,6 +145,7 @@ def measure_rank(
     worlds: list[int],
     launch: LaunchConfig,
     sc: ScalingConfig,
+    policy: Remeasure,
     result: str | Path,
     profile_steps: int = 0,
 ) -> None:
@@ -88,7 +156,7 @@ def measure_rank(
     from xtrain.launch import run_proc_rank, run_threads
 
     def body(spec: Any, comm: Any) -> dict[str, Any]:
-        return rank_body(spec, comm, sc, profile_steps)
+        return rank_body(spec, comm, sc, policy, profile_steps)
 
     if launcher == "thread":
         atomic_write_json(
@@ -109,22 +177,24 @@ def devices_available(device: str) -> int:
     return os.cpu_count() or 1
 
 
-def summarise(rates: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, Any]]:
-    from xtrain.bench import summarise as timing_of
-
+def summarise(rounds: dict[str, dict[int, list[list[float]]]]) -> dict[str, dict[str, Any]]:
+    """Per launcher and world: every window of every round, and the figures of their faster half
+    (contracts.perf_record.judged_spread), which is what the scaling gate recomputes."""
     out: dict[str, dict[str, Any]] = {}
-    for launcher, by_world in rates.items():
-        timings = {w: timing_of(windows) for w, windows in sorted(by_world.items())}
-        base = timings[min(timings)].tokens_per_s if timings else None
+    for launcher, by_world in rounds.items():
+        windows = {w: [r for one in by_world[w] for r in one] for w in sorted(by_world)}
+        judged = {w: judged_spread(rates) for w, rates in windows.items()}
+        base = judged[min(judged)][0] if judged else None
         out[launcher] = {}
-        for w, timing in timings.items():
-            speedup = timing.tokens_per_s / base if base else 1.0
+        for w, (rate, spread) in judged.items():
+            speedup = rate / base if base else 1.0
             out[launcher][str(w)] = {
-                "tokens_per_s": timing.tokens_per_s,
+                "tokens_per_s": rate,
                 "speedup": speedup,
                 "efficiency": speedup / w,
-                "spread": timing.spread,
-                "windows": timing.windows,
+                "spread": spread,
+                "rounds": len(by_world[w]),
+                "windows": windows[w],
             }
     return out
 
@@ -179,35 +249,98 @@ def print_table(result: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Measured:
-    """What measure_worlds found: devices present, the worlds run, each launcher's window rates per
-    world, and (with --profile) rank 0's step profile per launcher and world."""
+    """What measure_worlds found: devices present, the worlds run, each launcher's rounds of window
+    rates per world, and (with --profile) rank 0's step profile per launcher and world."""
 
     present: int
     worlds: list[int]
-    rates: dict[str, dict[int, list[float]]]
+    rounds: dict[str, dict[int, list[list[float]]]]
     profiles: dict[str, dict[int, Any]]
 
 
+Command = Callable[[str, list[int], int, Path], list[str]]  # launcher, worlds, max rounds, result
+
+
+def measure_group(
+    command: Command, launcher: str, group: list[int], max_rounds: int, measured: Measured
+) -> None:
+    """One fresh measured process for `launcher` at the worlds in `group`, taking at most
+    `max_rounds` rounds per world; its rounds are appended to those of earlier processes."""
+    what = f"{launcher} world {','.join(map(str, group))}"
+    for w, got in measure_one(functools.partial(command, launcher, group, max_rounds), what).items():
+        measured.rounds[launcher].setdefault(w, []).extend(got["rounds"])
+        measured.profiles[launcher][w] = got["profile"]
+
+
 def measure_worlds(
-    sc: ScalingConfig, device: str, command: Callable[[str, list[int], Path], list[str]]
+    sc: ScalingConfig,
+    device: str,
+    command: Command,
+    policy: Remeasure,
+    bounds: dict[str, Any] | None = None,
 ) -> Measured:
     """Every launcher at every world present, measured by fresh processes `command(launcher, worlds,
-    result)`: one per launcher for threads, one per world for torchrun."""
+    max_rounds, result)`: one per launcher for threads, one per world for torchrun. Each process
+    re-measures its own noisy windows (policy); then what the gate would not pass (bounds: its
+    `band` and `floors`) is measured again by fresh processes (repeat_doubtful)."""
     present = devices_available(device)
     worlds = [w for w in sc.worlds if w <= present]
-    rates: dict[str, dict[int, list[float]]] = {}
-    profiles: dict[str, dict[int, Any]] = {}
+    measured = Measured(present, worlds, {la: {} for la in sc.launchers}, {la: {} for la in sc.launchers})
     for launcher in sc.launchers:
-        groups = [worlds] if launcher == "thread" else [[w] for w in worlds]
-        rates[launcher], profiles[launcher] = {}, {}
-        for group in groups:
-            what = f"{launcher} world {','.join(map(str, group))}"
-            for w, got in measure_one(functools.partial(command, launcher, group), what).items():
-                rates[launcher][w], profiles[launcher][w] = got["windows"], got["profile"]
-        for w in worlds:
-            median = statistics.median(rates[launcher][w])
-            print(f"scaling: {launcher} world {w}: {median:,.0f} tokens/s", file=sys.stderr, flush=True)
-    return Measured(present, worlds, rates, profiles)
+        for group in [worlds] if launcher == "thread" else [[w] for w in worlds]:
+            measure_group(command, launcher, group, policy.max_rounds, measured)
+    repeat_doubtful(command, measured, policy, bounds or {})
+    for launcher, by_world in measured.rounds.items():
+        for w, rounds in sorted(by_world.items()):
+            rate = judged_spread(flat(rounds))[0]
+            print(
+                f"scaling: {launcher} world {w}: {rate:,.0f} tokens/s ({len(rounds)} rounds)",
+                file=sys.stderr,
+                flush=True,
+            )
+    return measured
+
+
+def flat(rounds: list[list[float]]) -> list[float]:
+    return [r for one in rounds for r in one]
+
+
+def doubtful(measured: Measured, bounds: dict[str, Any]) -> set[tuple[str, int]]:
+    """The (launcher, world) measurements behind a verdict other than pass: a thread/proc interval
+    not within the band, a speedup below its floor (both of its worlds), a faster half too spread."""
+    from contracts.perf_record import band_check
+
+    rounds, out = measured.rounds, set()
+    judged = {la: {w: judged_spread(flat(r)) for w, r in by_w.items()} for la, by_w in rounds.items()}
+    for la, by_world in judged.items():
+        out |= {
+            (la, w) for w, (_, spread) in by_world.items() if not spread <= bounds.get("max_spread", math.inf)
+        }
+        base = by_world[1][0] if 1 in by_world else math.nan
+        for w, (rate, _) in by_world.items() if 1 in by_world else ():
+            if not rate / base >= float(bounds.get("floors", {}).get(str(w), 0.0)):
+                out |= {(la, 1), (la, w)}
+    if "band" in bounds and {"thread", "proc"} <= set(rounds):
+        for w in set(rounds["thread"]) & set(rounds["proc"]):
+            if band_check(flat(rounds["thread"][w]), flat(rounds["proc"][w]), bounds["band"])[0] != "within":
+                out |= {("thread", w), ("proc", w)}
+    return out
+
+
+def repeat_doubtful(command: Command, measured: Measured, policy: Remeasure, bounds: dict[str, Any]) -> None:
+    """Measure again, in fresh processes, what would not pass yet: a slow or noisy process (another
+    job on the machine) is repeated rather than judged, while a real slowdown stays slow in every
+    repeat and still fails. Stops when all pass, when a doubtful measurement has max_rounds, or when
+    another pass of repeats (as long as the last) would end past policy.time_cap_s."""
+    start, last = time.monotonic(), 0.0
+    while todo := sorted(doubtful(measured, bounds)):
+        left = {(la, w): policy.max_rounds - len(measured.rounds[la][w]) for la, w in todo}
+        if min(left.values()) < 1 or time.monotonic() - start + last > policy.time_cap_s:
+            return
+        t0 = time.monotonic()
+        for la, w in todo:
+            measure_group(command, la, [w], left[(la, w)], measured)
+        last = time.monotonic() - t0
 
 
 def scaling_record(
@@ -220,7 +353,7 @@ def scaling_record(
     """bench/scaling.json (contracts/schemas/scaling.schema.json) from measure_worlds' result."""
     import torch
 
-    present, worlds, rates = measured.present, measured.worlds, measured.rates
+    present, worlds = measured.present, measured.worlds
     t = run.train
     device = torch.cuda.get_device_name(0) if t.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
     return {
@@ -235,7 +368,7 @@ def scaling_record(
         "grad_sync": launch.grad_sync,
         "worlds_requested": sc.worlds,
         "worlds": worlds,
-        "results": summarise(rates),
+        "results": summarise(measured.rounds),
     }
 
 
