@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import PARAMS
 from contracts import artifacts as contract
 from contracts.perf_record import band_check, faster_half, judged_spread
+from gate_tree import write_pipeline
 from gates.artifacts import Artifacts
 from gates.dvclock import DvcLock
 from gates.scaling import scaling
@@ -158,7 +159,7 @@ def verdict(tmp: Path, measured: Measured) -> tuple[str, str]:
 
     root = tmp / "tree"
     (root / "bench").mkdir(parents=True)
-    shutil.copyfile(REPO / "params.yaml", root / "params.yaml")
+    shutil.copyfile(PARAMS, root / "params.yaml")
     params = load_params(root / "params.yaml", ["profile=cpu"])
     record = {
         "format": "xtrain-scaling/1", "profile": "cpu", "device": "cpu (2 cores)", "device_count": 2,
@@ -167,6 +168,7 @@ def verdict(tmp: Path, measured: Measured) -> tuple[str, str]:
         "results": summarise(measured.rounds),
     }  # fmt: skip
     contract.write("scaling", root / "bench" / "scaling.json", record)
+    write_pipeline(root, ["scaling"])  # dvc.yaml and a dvc.lock sealing the record (the gates need both)
     out = scaling(Artifacts(root, DvcLock.read(root), params), params["gates"]["scaling"])
     return out.status, out.message
 
