@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gate_tree import bless_golden_as, copy_tree, edit
+from gate_tree import bless_golden_as, copy_tree, edit, seal, write_pipeline
 from gates import catalogue, pictures
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
@@ -217,10 +217,10 @@ def scaling_spread(root: Path) -> None:
 
 
 def scaling_never_ran(root: Path) -> None:
-    """dvc.lock records every stage but scaling, whose folder is gone: a stage that has not run."""
-    stages = ["train_single", "train@thread", "train@proc", "export", "closed_loop"]
-    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {s: {} for s in stages}}))
+    """A pipeline without the scaling stage (dvc.yaml and dvc.lock), its folder gone: skip, not error
+    (a stage dvc.yaml defines but dvc.lock lacks is an error since the seals, issue #27)."""
     shutil.rmtree(root / "bench")
+    write_pipeline(root, ["train_single", "train@thread", "train@proc", "export", "closed_loop"])
 
 
 def nothing(root: Path) -> None:
@@ -304,6 +304,8 @@ def holes(html: str) -> list[str]:
 
 
 def judged(root: Path, gid: str) -> tuple[dict, str]:
+    if (root / "dvc.lock").exists():
+        seal(root)  # the case's edit is judged by the gate's recomputation, not caught by the seals
     gates_main(["--root", str(root), "check", "--only", gid, "--html", "page.html"])
     report = json.loads((root / "reports" / "gates.json").read_text())
     return next(g for g in report["gates"] if g["id"] == gid), (root / "page.html").read_text()
