@@ -63,7 +63,9 @@ def run_pilot(
 
 
 def verdict(root: Path, cell: str):
-    if not (root / "dvc.lock").exists():  # a tree of the pilot alone: seal it as its stage (the gates need it)
+    if not (
+        root / "dvc.lock"
+    ).exists():  # a tree of the pilot alone: seal it as its stage (the gates need it)
         write_pipeline(root, ["pilot"])
     params = load_params(root / "params.yaml")
     a = Artifacts(root, DvcLock.read(root), params)
