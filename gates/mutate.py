@@ -133,9 +133,12 @@ def stages(tree: Path, skip: list[str]) -> list[str]:
 
 
 def judged_gates(skip: list[str]) -> list[str]:
-    """Every gate of the catalogue except the skipped ids or prefixes (the pilot gates join when merged)."""
+    """Every gate of the catalogue except the skipped ids or prefixes. `seals` is not named: it always
+    runs, scoped to the named gates' stages (named, it would seal every stage, the skipped ones too)."""
     return [
-        g.id for g in gate_catalogue.GATES if not any(g.id == s or g.id.startswith(s + ".") for s in skip)
+        g.id
+        for g in gate_catalogue.GATES
+        if g.id != "seals" and not any(g.id == s or g.id.startswith(s + ".") for s in skip)
     ]
 
 
