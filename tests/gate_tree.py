@@ -218,7 +218,8 @@ def lock_with_dvc(root: Path) -> None:
     """Record the tree's artifacts in dvc.lock (and the DVC cache) with real DVC."""
     (root / "dvc.yaml").write_text(yaml.safe_dump(DVC_YAML))
     env = {"DVC_NO_ANALYTICS": "1"}
-    for cmd in (["init", "--no-scm", "-q"], ["config", "core.analytics", "false"], ["commit", "-f", "-q"]):
+    init = [] if (root / ".dvc").is_dir() else [["init", "--no-scm", "-q"]]  # a tree locked before: re-record
+    for cmd in (*init, ["config", "core.analytics", "false"], ["commit", "-f", "-q"]):
         proc = subprocess.run(
             [sys.executable, "-m", "dvc", *cmd],
             cwd=root,

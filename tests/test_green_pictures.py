@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gate_tree import bless_golden_as, copy_tree, edit, seal, write_pipeline
+from gate_tree import bless_golden_as, copy_tree, edit, seal, unbless, write_pipeline
 from gates import catalogue, pictures
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
@@ -103,7 +103,7 @@ def other_env_golden_only(then: Callable[[Path], None] | None = None) -> Change:
     def apply(root: Path) -> None:
         own = next((root / "registry" / "goldens").iterdir())
         bless_golden_as(root, "cpu-made-up-env-for-tests")
-        shutil.rmtree(own)
+        unbless(root, own)  # the registry's index must not know it either (issue #27)
         if then:
             then(root)
 
@@ -112,7 +112,7 @@ def other_env_golden_only(then: Callable[[Path], None] | None = None) -> Change:
 
 def no_golden(policy: str) -> Change:
     def apply(root: Path) -> None:
-        shutil.rmtree(root / "registry" / "goldens")
+        unbless(root, root / "registry" / "goldens")
         set_params(root, lambda p: p["gates"]["fresh_train"].update(unblessed=policy))
 
     return apply
@@ -120,7 +120,7 @@ def no_golden(policy: str) -> Change:
 
 def golden_of_another_config(root: Path) -> None:
     """This environment's golden, blessed (by the real bless code) for another config hash."""
-    shutil.rmtree(root / "registry" / "goldens")
+    unbless(root, root / "registry" / "goldens")
     m = json.loads((root / "runs/single/metrics.json").read_text())
     m["config_hash"] = "0123456789abcdef"
     other = root / "other-config-metrics.json"
@@ -318,7 +318,12 @@ def work(gate_tree: Path, tmp_path: Path) -> Path:
 
 def test_the_cases_cover_every_gate_status_and_tier() -> None:
     """The case table, checked against the catalogue: a new gate needs its cases here."""
-    assert {g.id for g in catalogue.GATES} == set(REPORTS)
+    # the gates merged beside this table draw in their own tests: the pilot cells (test_pilot_gate.py,
+    # test_html_report.py), seals and consistency (test_seals.py); every other gate needs its cases here
+    own_tests = {
+        g.id for g in catalogue.GATES if g.id.startswith("pilot.") or g.id in ("seals", "consistency")
+    }
+    assert {g.id for g in catalogue.GATES} - own_tests == set(REPORTS)
     covered: dict[str, set[str]] = {}
     for _, gid, status, _ in CASES.values():
         covered.setdefault(gid, set()).add(status)

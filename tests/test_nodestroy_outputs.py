@@ -45,7 +45,11 @@ def assert_refused(proc: subprocess.CompletedProcess, path: str) -> None:
     err = proc.stderr.strip()
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], err[-3000:])
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert err.startswith(f"error: {path}: refusing to write"), err
+    # refused by contracts/outputs.py, or for a report path that is a folder, earlier by the gates'
+    # argument check (issue #27 item 5): both one line naming the path, nothing written
+    assert err.startswith(f"error: {path}: refusing to write") or (
+        err.startswith(f"error: {path}: ") and "is a folder" in err
+    ), err
 
 
 def previous_run(run_dir: Path) -> None:
@@ -134,6 +138,7 @@ def test_gates_refuse_report_paths_they_did_not_make(ws: Path, flag: str, target
 def test_gates_rewrite_their_own_reports(ws: Path) -> None:
     """Positive control: the second check replaces the first one's reports (same kinds)."""
     shutil.copyfile(REPO / "dvc.lock", ws / "dvc.lock")
+    shutil.copyfile(REPO / "dvc.yaml", ws / "dvc.yaml")
     args = ("gates", "check", "--report", "r/g.json", "--junit", "r/j.xml", "--markdown", "r/g.md")
     first = command(ws, *args)
     assert first.returncode in (1, 2) and (ws / "r" / "g.md").exists(), first.stderr[-2000:]
@@ -149,6 +154,10 @@ def test_pin_never_deletes_a_folder_beside_the_pin(ws: Path) -> None:
     (beside / "keep.txt").write_text("not the registry's\n")
     proc = command(ws, "registry", "--root", "registry", "pin", str(PINNED), "--model", "newmodel",
                    "--reason", "a pin for the test")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    # the registry's index (issue #27 item 6) refuses a stray file before the pin, in one line; either
+    # way the folder beside the pin is kept
+    if proc.returncode == 0:
+        assert (ws / "registry" / "pinned" / "newmodel" / "pin.json").is_file()
+    else:
+        assert proc.returncode == 2 and "leftover temporary file" in proc.stderr, proc.stderr
     assert (beside / "keep.txt").read_text() == "not the registry's\n"
-    assert (ws / "registry" / "pinned" / "newmodel" / "pin.json").is_file()

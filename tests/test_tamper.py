@@ -243,4 +243,6 @@ def test_five_edits_at_once_never_exit_0(locked: Path) -> None:
         CASES[case][0](locked)
     flip_byte(locked / "exports/fresh/config.json")
     code, report = check(locked, sealed=False)
-    assert code == 2 and sum(g["status"] == "pass" for g in report["gates"]) <= 4
+    # the pilot cells read runs/pilot, which none of the edits touch: they may pass
+    judged = [g for g in report["gates"] if not g["id"].startswith("pilot.")]
+    assert code == 2 and sum(g["status"] == "pass" for g in judged) <= 4
