@@ -8,6 +8,8 @@ dropped once the cell is done (the resume cell needs its own only between its tw
 
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import shutil
 import time
@@ -36,9 +38,12 @@ def cell_specs(
 
 def reset_peaks() -> None:
     """Each run's own CUDA peak (max RSS on cpu is a process high-water mark: not resettable)."""
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         for d in range(torch.cuda.device_count()):
-            torch.cuda.reset_peak_memory_stats(d)
+            # a device this process has not used yet has no context, so no peak to reset (torch 2.11
+            # raises "Invalid device argument" there: the H200 nightly's first pilot run)
+            with contextlib.suppress(RuntimeError):
+                torch.cuda.reset_peak_memory_stats(d)
 
 
 def run_here(specs: list[RunSpec], launcher: str, world: int, timeout_s: float) -> float:
