@@ -9,7 +9,6 @@ dropped once the cell is done (the resume cell needs its own only between its tw
 from __future__ import annotations
 
 import contextlib
-
 import dataclasses
 import shutil
 import time
