@@ -23,7 +23,7 @@ from gates.export_md5 import MANIFEST, _manifest, _registry
 from gates.fresh_train import approx_threshold
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
-from registry.store import RegistryError, check_export, compare_files
+from registry.store import FileCheck, RegistryError, check_export, compare_files
 from xtrain.gguf_check import check_gguf
 
 Thresholds = dict[str, Any]
@@ -549,17 +549,6 @@ def pilot_cell(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     )
 
 
-@dataclass(frozen=True)
-class _Row:
-    name: str
-    expected: str | None
-    actual: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.expected == self.actual
-
-
 def seals_picture(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     """Each sealed path: dvc.lock's md5 against the tree's (a folder: its `.dir` hash)."""
     lock = a.lock
@@ -571,7 +560,7 @@ def seals_picture(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
             name = f"{path}/ ({len(lock.listing(path)) if full.is_dir() else 0} files)"
         else:
             now, name = (lock.md5(path) if full.is_file() else None), path
-        rows.append(_Row(name, recorded, now))
+        rows.append(FileCheck(name, recorded, now))
     return Picture(
         md5_table(rows, "dvc.lock md5"),
         "Every out of dvc.lock (a folder by DVC's .dir hash of its files) and every folder dep such as "

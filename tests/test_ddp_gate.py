@@ -45,13 +45,15 @@ def thread_run(data: TinyData, run_dir: Path, world: int, model: dict | None = D
     return metrics(run_dir)
 
 
-def torchrun(data: TinyData, run_dir: Path, fault: str | None = None) -> dict:
+def torchrun(
+    data: TinyData, run_dir: Path, fault: str | None = None, world: int = 2, timeout: float = 180
+) -> dict:
     sets = [f"model.{k}={v}" for k, v in DROPOUT.items()]
-    cmd = torchrun_cmd(2, "pipeline.train", "proc", *tiny_cli(data, run_dir, *sets))
+    cmd = torchrun_cmd(world, "pipeline.train", "proc", *tiny_cli(data, run_dir, *sets))
     env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
     if fault:
         env["XTRAIN_FAULT"] = fault
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=180, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return metrics(run_dir)
 
