@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def agent_cmd(marker: str, *modes: str) -> list[str]:
 
 @pytest.fixture()
 def marker(tmp_path: Path):
-    name = f"proctree-{tmp_path.name}"
+    name = f"proctree-{uuid.uuid4().hex[:12]}-{tmp_path.name}"  # tmp_path.name repeats across xdist workers
     yield name
     kill_all(name)
 

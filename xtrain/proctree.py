@@ -104,15 +104,49 @@ def launcher_commits() -> bool:
     return LAUNCHER_ENV in os.environ
 
 
+SHELLS = {"sh", "dash", "bash", "zsh", "ksh", "fish"}
+
+
+def is_shell_running_a_command(pid: int) -> bool:
+    """`$SHELL -c cmd`, the way dvc runs a stage: dash (Debian's /bin/sh) stays as a parent."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    return Path(argv[0]).name in SHELLS and "-c" in argv
+
+
+def caller_pid() -> int:
+    """The process that started this stage: the parent, or above the shell dvc runs the command in."""
+    parent = os.getppid()
+    if is_shell_running_a_command(parent):
+        st = proc_stat(parent)
+        if st is not None and st.ppid > 1:
+            return st.ppid
+    return parent
+
+
 def die_with_caller() -> None:
     """Under `dvc repro` (DVC_STAGE set) the launcher gets SIGTERM when dvc dies: nobody is left to
-    record the result, so the job stops. Elsewhere (nohup, a shell that exits) it runs on."""
+    record the result, so the job stops. Elsewhere (nohup, a shell that exits) it runs on.
+    PDEATHSIG covers a direct parent; a watcher thread covers dvc above a `sh -c` that stays."""
     if "DVC_STAGE" not in os.environ:
         return
     with contextlib.suppress(OSError, AttributeError):
         set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() == 1:  # dvc died before the signal was armed
+    caller = caller_pid()
+    st = proc_stat(caller)
+    if caller <= 1 or st is None:  # dvc died before the signal was armed
         os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if caller != os.getppid():
+        threading.Thread(target=_term_self_when_gone, args=(caller, st.start), daemon=True).start()
+
+
+def _term_self_when_gone(pid: int, start: int) -> None:
+    while alive(pid, start):
+        time.sleep(POLL_S)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 # -- the worker's side --------------------------------------------------------------------------
