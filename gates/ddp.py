@@ -8,13 +8,14 @@ what survives chaos exactly or tightly, and bounds only the rest statistically:
    xtrain/data.py) equal the single-device batch (shards disjoint, union the whole batch), and the
    dropout masks drawn (hash sum of their seeds, xtrain/model.py) equal single-device's.
 2. first step (tight): identical parameters, so loss[0], grad_norm[0] (before clipping) and the
-   step-0 validation loss differ by float summation order only: rel < first_step_rtol.
-3. prefix (the user's bound): max rel < max_rel over the first K steps and the evals inside them,
+   step-0 validation loss differ by float summation order only: rel <= first_step_rtol.
+3. prefix (the user's bound): max rel <= max_rel over the first K steps and the evals inside them,
    before chaos amplifies one-ulp differences (K = every step on CPU).
 4. end of run: |final val loss - single's| <= final_val_atol, from the measured spread of
    equivalent reorderings on that tier.
 
-Tiers are keyed by the run's device (metrics.json `device`) in params.yaml gates.loss_match.
+Tiers are keyed by the run's device (metrics.json `device`) in params.yaml gates.loss_match; each
+bound is a tolerance of gates/tolerance.py (Exact for 1, Approx for 2-4: |x - ref| <= atol + rtol|ref|).
 Pure functions of the two metrics dicts; never imports torch.
 """
 
@@ -25,24 +26,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from gates.artifacts import Artifacts
-from gates.outcome import Outcome, failed, first_over, fmt, passed, rel_diffs
+from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.tolerance import Approx, Exact
 from gates.training import refuse, run_metrics
 
 Metrics = dict[str, Any]
+EXACT = Exact()  # sample and dropout-mask fingerprints: integers, equal or not
 
 
 @dataclass(frozen=True)
 class Tier:
-    device: str
-    first_step_rtol: float
-    prefix_steps: int | None  # None: every step
-    final_val_atol: float
+    """One device's tolerances (gates/tolerance.py), built from params.yaml gates.loss_match."""
 
-    def describe(self, max_rel: float, steps: int) -> str:
+    device: str
+    first_step: Approx  # Approx.relative(<device>.first_step_rtol): loss[0], grad_norm[0], val@0
+    prefix_steps: int | None  # <device>.prefix_steps; None: every step
+    prefix: Approx  # Approx.relative(max_rel): every train loss and eval inside the prefix
+    end: Approx  # Approx.absolute(<device>.final_val_atol): the final validation loss
+
+    def describe(self, steps: int) -> str:
         k = steps if self.prefix_steps is None else min(self.prefix_steps, steps)
         return (
-            f"samples exact; step 0 rel < {self.first_step_rtol:g}; max rel < {max_rel:g} over "
-            f"{k} of {steps} steps; |final val diff| <= {self.final_val_atol:g} ({self.device} tier)"
+            f"samples exact; step 0 rel <= {self.first_step.rtol:g}; max rel <= {self.prefix.rtol:g} over "
+            f"{k} of {steps} steps; |final val diff| <= {self.end.atol:g} ({self.device} tier)"
         )
 
 
@@ -57,7 +63,13 @@ def tier_for(loss_match: dict[str, Any], device: str) -> Tier | None:
     t = loss_match.get(device)
     if t is None:
         return None
-    return Tier(device, t["first_step_rtol"], t["prefix_steps"], t["final_val_atol"])
+    return Tier(
+        device,
+        first_step=Approx.relative(t["first_step_rtol"]),
+        prefix_steps=t["prefix_steps"],
+        prefix=Approx.relative(loss_match["max_rel"]),
+        end=Approx.absolute(t["final_val_atol"]),
+    )
 
 
 def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") -> str | None:
@@ -111,11 +123,7 @@ def config_diff(a: dict[str, Any], b: dict[str, Any], limit: int = 3) -> str:
 def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
     """Exact: every step's rows, summed over ranks, are the reference's (single device: the whole batch)."""
     s, d = single["samples"], ddp["samples"]
-    bad = [
-        i
-        for i in range(len(s["count"]))
-        if (s["count"][i], s["hash_sum"][i]) != (d["count"][i], d["hash_sum"][i])
-    ]
+    bad = sorted({*EXACT.judge(d["count"], s["count"]).out, *EXACT.judge(d["hash_sum"], s["hash_sum"]).out})
     if not bad:
         return Check("samples", True, f"{len(s['count'])} steps consumed exactly the {ref} rows")
     i = bad[0]
@@ -137,7 +145,7 @@ def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
 def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
     """Exact: every step's dropout masks, summed over ranks, are the ones the reference drew."""
     s, d = single["samples"]["dropout_hash_sum"], ddp["samples"]["dropout_hash_sum"]
-    bad = [i for i, (a, b) in enumerate(zip(s, d, strict=True)) if a != b]
+    bad = list(EXACT.judge(d, s).out)
     if not bad:
         drawn = f"the same masks as {ref}" if any(s) else f"no masks (no dropout), like {ref}"
         return Check("dropout masks", True, f"{len(s)} steps drew {drawn}")
@@ -152,7 +160,7 @@ def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
     )
 
 
-def check_first_step(single: Metrics, ddp: Metrics, rtol: float, ref: str = "single") -> Check:
+def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -> Check:
     """Tight: identical parameters at step 0, so only float summation order may differ."""
     pairs = {
         "loss[0]": (ddp["train_loss"][0], single["train_loss"][0]),
@@ -165,7 +173,7 @@ def check_first_step(single: Metrics, ddp: Metrics, rtol: float, ref: str = "sin
     rel = {k: rel_diffs([a], [b])[0] for k, (a, b) in pairs.items()}
     worst = max(rel, key=rel.__getitem__)
     detail = ", ".join(f"{k} rel {fmt(v)}" for k, v in rel.items())
-    if rel[worst] < rtol:
+    if tol.judge([a for a, _ in pairs.values()], [b for _, b in pairs.values()]).ok:
         return Check("first step", True, detail)
     a, b = pairs[worst]
     hint = (
@@ -176,7 +184,7 @@ def check_first_step(single: Metrics, ddp: Metrics, rtol: float, ref: str = "sin
     return Check(
         "first step",
         False,
-        f"step 0 differs beyond summation order (rel < {rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
+        f"step 0 differs beyond summation order (rel <= {tol.rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
         f"{detail}. {hint}",
     )
 
@@ -186,35 +194,43 @@ def _near_integer_ratio(r: float) -> bool:
 
 
 def check_prefix(
-    single: Metrics, ddp: Metrics, k: int | None, max_rel: float, run: str, ref: str = "single"
+    single: Metrics, ddp: Metrics, k: int | None, tol: Approx, run: str, ref: str = "single"
 ) -> tuple[Check, float]:
     """The user's bound, over the steps before chaos: train losses and the evals inside them."""
     n = len(single["train_loss"]) if k is None else min(k, len(single["train_loss"]))
-    rel = rel_diffs(ddp["train_loss"][:n], single["train_loss"][:n])
+    train = tol.judge(ddp["train_loss"][:n], single["train_loss"][:n])
     ev_s = {e["step"]: e["loss"] for e in single["eval"]}
-    ev_rel = {
-        e["step"]: rel_diffs([e["loss"]], [ev_s[e["step"]]])[0]
-        for e in ddp["eval"]
-        if e["step"] in ev_s and e["step"] <= n
+    ev = {
+        e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s and e["step"] <= n
     }
+    evals = tol.judge([x for x, _ in ev.values()], [y for _, y in ev.values()], list(ev))
+    rel = rel_diffs(ddp["train_loss"][:n], single["train_loss"][:n])
     worst_step = max(range(n), key=rel.__getitem__)
-    worst = max(rel[worst_step], max(ev_rel.values(), default=0.0))
-    scope = f"{n} of {len(single['train_loss'])} steps and {len(ev_rel)} evals"
-    if worst < max_rel:
+    worst = max(train.max_rel, evals.max_rel)
+    scope = f"{n} of {len(single['train_loss'])} steps and {evals.judged} evals"
+    if train.ok and evals.ok:
         return Check("prefix", True, f"max rel {fmt(worst)} at step {worst_step} over {scope}"), worst
-    _, first = first_over(rel, ev_rel, max_rel, {ref: single["train_loss"], run: ddp["train_loss"]})
+    if train.out:
+        s = train.out[0]
+        first = (
+            f"first step over {tol.rtol:g}: step {s} ({ref} {single['train_loss'][s]:.7g}, "
+            f"{run} {ddp['train_loss'][s]:.7g}, rel {fmt(rel[s])})"
+        )
+    else:
+        s = evals.out[0]
+        first = f"first eval over {tol.rtol:g}: step {s} (rel {fmt(rel_diffs([ev[s][0]], [ev[s][1]])[0])})"
     return Check("prefix", False, f"{first}; max rel {fmt(worst)} over {scope}"), worst
 
 
-def check_end(single: Metrics, ddp: Metrics, atol: float, ref: str = "single") -> Check:
+def check_end(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -> Check:
     a, b = ddp["final_val_loss"], single["final_val_loss"]
     if a is None or b is None:
         return Check(
             "end", False, "no final validation loss (train.eval_every: 0): the end of the run is unchecked"
         )
     diff = a - b if math.isfinite(a) and math.isfinite(b) else math.inf
-    detail = f"final val {a:.5f} vs {ref} {b:.5f} (diff {diff:+.2e}, tolerance {atol:g})"
-    return Check("end", abs(diff) <= atol, detail)
+    detail = f"final val {a:.5f} vs {ref} {b:.5f} (diff {diff:+.2e}, tolerance {tol.atol:g})"
+    return Check("end", tol.within(a, b), detail)
 
 
 def equivalence(
@@ -232,15 +248,15 @@ def equivalence(
             max_rel,
             f"params.yaml gates.loss_match.{ddp['device']}: missing: no tolerance tier for runs on {ddp['device']}",
         )
-    prefix, worst = check_prefix(single, ddp, tier.prefix_steps, max_rel, run, ref)
+    prefix, worst = check_prefix(single, ddp, tier.prefix_steps, tier.prefix, run, ref)
     checks = [
         check_samples(single, ddp, ref),
         check_dropout(single, ddp, ref),
-        check_first_step(single, ddp, tier.first_step_rtol, ref),
+        check_first_step(single, ddp, tier.first_step, ref),
         prefix,
-        check_end(single, ddp, tier.final_val_atol, ref),
+        check_end(single, ddp, tier.end, ref),
     ]
-    threshold = tier.describe(max_rel, len(single["train_loss"]))
+    threshold = tier.describe(len(single["train_loss"]))
     world = f"world {ddp['world']} vs {single['world']}"
     if all(c.ok for c in checks):
         return passed(worst, threshold, f"{world}: " + "; ".join(c.detail for c in checks))
@@ -266,8 +282,8 @@ def describe_tiers(loss_match: dict[str, Any]) -> str:
         if t is not None:
             k = "every step" if t.prefix_steps is None else f"{t.prefix_steps} steps"
             parts.append(
-                f"{device}: step 0 rel < {t.first_step_rtol:g}, max rel < {loss_match['max_rel']:g} over {k}, "
-                f"final val +- {t.final_val_atol:g}"
+                f"{device}: step 0 rel <= {t.first_step.rtol:g}, max rel <= {t.prefix.rtol:g} over {k}, "
+                f"final val +- {t.end.atol:g}"
             )
     return "samples and dropout masks exact; " + "; ".join(parts or ["no tier configured"])
 

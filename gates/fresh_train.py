@@ -3,19 +3,25 @@
 Exact tier: every train loss, val loss and export md5 bit-identical. Approximate tier (another
 environment's golden, or a golden blessed approximate): train losses within loss_rtol with at most
 max_steps_out steps outside, every val loss within eval_rtol; export md5s are only noted.
-Tolerances per device type: gates.fresh_train.approx.<cpu|cuda>.
+Tolerances per device type: gates.fresh_train.approx.<cpu|cuda>, as the Exact and Approx classes of
+gates/tolerance.py (ApproxTier says which key is which).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from contracts.numbers import rel_diff
 from gates import goldens
 from gates.artifacts import ArtifactError, Artifacts
 from gates.export_md5 import MANIFEST, export_problems
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.tolerance import Approx, Exact, Verdict
 from gates.training import refuse, run_metrics
 from registry.store import Registry, RegistryError, compare_files
+
+EXACT = Exact()
 
 
 def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
@@ -78,8 +84,11 @@ def _val_pairs(m: dict[str, Any], g: dict[str, Any]) -> list[tuple[int, float, f
 
 def _exact(m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: goldens.Choice) -> Outcome:
     got, want, steps = _pairs(m, g)
-    diff = [s for s in steps if got[s] != want[s]]
-    val_diff = [s for s, x, y in _val_pairs(m, g) if x != y]
+    diff = list(EXACT.judge(got, want, steps).out)
+    vals = _val_pairs(m, g)
+    val_diff = list(
+        EXACT.judge([x for _, x, _ in vals], [y for _, _, y in vals], [s for s, _, _ in vals]).out
+    )
     md5_bad = [c.name for c in compare_files(g["export"]["files"], files) if not c.ok]
     if not diff and not val_diff and not md5_bad:
         return passed(
@@ -108,43 +117,64 @@ def _exact(m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: 
     )
 
 
+@dataclass(frozen=True)
+class ApproxTier:
+    """params.yaml gates.fresh_train.approx.<device> as tolerances (gates/tolerance.py)."""
+
+    loss: Approx  # Approx.relative(loss_rtol, max_out=max_steps_out): the judged train losses
+    prefix_steps: int | None  # judge only the first N train losses (cuda); None: every one
+    val: Approx  # Approx.relative(eval_rtol): every val loss; with prefix_steps, the step-0 one only
+    final_val: Approx | None  # Approx.absolute(final_val_atol), with prefix_steps: the last val loss
+
+    @classmethod
+    def of(cls, tol: dict[str, Any]) -> ApproxTier:
+        final = tol.get("final_val_atol")
+        return cls(
+            loss=Approx.relative(tol["loss_rtol"], max_out=tol["max_steps_out"]),
+            prefix_steps=tol.get("prefix_steps"),
+            val=Approx.relative(tol["eval_rtol"]),
+            final_val=None if final is None else Approx.absolute(final),
+        )
+
+    def describe(self) -> str:
+        loss, val = self.loss, self.val
+        if self.prefix_steps is not None and self.final_val is not None:
+            return (
+                f"rtol {loss.rtol:g} over the first {self.prefix_steps} steps, <= {loss.max_out} out, "
+                f"val@0 rtol {val.rtol:g}, |final val diff| <= {self.final_val.atol:g}"
+            )
+        return f"rtol {loss.rtol:g}, <= {loss.max_out} steps out, eval rtol {val.rtol:g}"
+
+
+def approx_threshold(tol: dict[str, Any]) -> str:
+    """The approximate tier of params.yaml gates.fresh_train.approx.<device>, as people read it."""
+    return ApproxTier.of(tol).describe()
+
+
 def _approx_outs(
-    got: list[float], want: list[float], vals: list[tuple[int, float, float]], tol: dict[str, Any]
-) -> tuple[list[int], list[tuple[int, float]], float]:
-    """Steps whose train loss is out of loss_rtol, val losses out of their bound, and the max rel
-    over the judged steps.
+    got: list[float], want: list[float], vals: list[tuple[int, float, float]], tier: ApproxTier
+) -> tuple[Verdict, list[tuple[int, float]]]:
+    """The judged train losses' verdict (steps out, max rel) and the val losses out of their bound.
 
     With prefix_steps (the cuda tier), only the first prefix_steps train losses are judged, the step-0
     val loss within eval_rtol and the final val loss within final_val_atol: other GPU kernels reorder
     sums, and in bf16 equivalent reorderings part chaotically after ~20 steps (docs/verdicts.md),
     so a whole-trajectory rtol loose enough for them (Megatron's 0.05) also passes an lr change."""
-    rel = rel_diffs(got, want)[: tol.get("prefix_steps", len(got))]
-    out = [s for s, r in enumerate(rel) if not r <= tol["loss_rtol"]]
-    if "prefix_steps" not in tol:
-        val_out = [(s, r) for s, x, y in vals if not (r := rel_diffs([x], [y])[0]) <= tol["eval_rtol"]]
-        return out, val_out, max(rel)
-    val_out = [
-        (s, r) for s, x, y in vals[:1] if s == 0 and not (r := rel_diffs([x], [y])[0]) <= tol["eval_rtol"]
-    ]
-    if vals and not abs(vals[-1][1] - vals[-1][2]) <= tol["final_val_atol"]:  # NaN is out too
-        val_out.append((vals[-1][0], abs(vals[-1][1] - vals[-1][2])))
-    return out, val_out, max(rel)
-
-
-def approx_threshold(tol: dict[str, Any]) -> str:
-    if "prefix_steps" in tol:
-        return (
-            f"rtol {tol['loss_rtol']:g} over the first {tol['prefix_steps']} steps, <= {tol['max_steps_out']} out, "
-            f"val@0 rtol {tol['eval_rtol']:g}, |final val diff| <= {tol['final_val_atol']:g}"
-        )
-    return f"rtol {tol['loss_rtol']:g}, <= {tol['max_steps_out']} steps out, eval rtol {tol['eval_rtol']:g}"
+    k = len(got) if tier.prefix_steps is None else tier.prefix_steps
+    loss = tier.loss.judge(got[:k], want[:k])
+    judged = vals if tier.prefix_steps is None else [v for v in vals[:1] if v[0] == 0]
+    val_out = [(s, rel_diff(x, y)) for s, x, y in judged if not tier.val.within(x, y)]
+    if tier.final_val is not None and vals and not tier.final_val.within(vals[-1][1], vals[-1][2]):
+        val_out.append((vals[-1][0], abs(vals[-1][1] - vals[-1][2])))  # NaN is out too
+    return loss, val_out
 
 
 def _approx(
     m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: goldens.Choice, tol: dict[str, Any]
 ) -> Outcome:
     got, want, _ = _pairs(m, g)
-    out, val_out, max_rel = _approx_outs(got, want, _val_pairs(m, g), tol)
+    loss, val_out = _approx_outs(got, want, _val_pairs(m, g), ApproxTier.of(tol))
+    out, max_rel = list(loss.out), loss.max_rel
     threshold = f"approx vs {choice.name}: {approx_threshold(tol)}"
     md5_same = all(c.ok for c in compare_files(g["export"]["files"], files))
     where = "another environment's golden" if choice.cross_env else "a golden blessed approximate"
@@ -153,7 +183,7 @@ def _approx(
         f"{len(out)} steps out, {len(val_out)} val losses out ({approx_threshold(tol)}); "
         f"export md5 {'equal' if md5_same else 'differs (not judged in this tier)'}"
     )
-    if len(out) <= tol["max_steps_out"] and not val_out:
+    if loss.ok and not val_out:
         return passed(f"{len(out)} steps out", threshold, summary)
     first = f"first step out: {out[0]} (golden {want[out[0]]!r}, run {got[out[0]]!r})" if out else ""
     val = f"val loss out at steps {[s for s, _ in val_out]}" if val_out else ""

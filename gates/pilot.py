@@ -122,13 +122,13 @@ def equivalent(ref: Metrics, got: Metrics, lm: dict[str, Any], name: str) -> tup
     tier = ddp.tier_for(lm, got["device"])
     if tier is None:
         return [Check("tier", False, f"gates.pilot.{got['device']}: missing")], 0.0
-    prefix, worst = ddp.check_prefix(ref, got, tier.prefix_steps, lm["max_rel"], name)
+    prefix, worst = ddp.check_prefix(ref, got, tier.prefix_steps, tier.prefix, name)
     checks = [
         ddp.check_samples(ref, got),
         ddp.check_dropout(ref, got),
-        ddp.check_first_step(ref, got, tier.first_step_rtol),
+        ddp.check_first_step(ref, got, tier.first_step),
         prefix,
-        ddp.check_end(ref, got, tier.final_val_atol),
+        ddp.check_end(ref, got, tier.end),
     ]
     return checks, worst
 
