@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from gates.artifacts import Artifacts
+from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed
 
 MANIFEST = "manifest.json"
@@ -119,3 +120,73 @@ def closed_loop(a: Artifacts) -> Outcome:
             for n in ENGINES
         ),
     )
+
+
+# ---- the picture -----------------------------------------------------------------------------------
+
+
+def _token_matrix(ax: Any, samples: list[dict[str, Any]], engine: str) -> None:
+    """Prompts x generated positions: green where both models chose the same token, red where not."""
+    from gates import plots
+
+    width = max(max(len(s["ours"]), len(s["engine"])) for s in samples)
+    grid = [
+        [i < len(s["ours"]) and i < len(s["engine"]) and s["ours"][i] == s["engine"][i] for i in range(width)]
+        for s in samples
+    ]
+    plots.agreement_grid(ax, grid)
+    for row, s in enumerate(samples):
+        if s["first_mismatch"] is not None:
+            ax.plot(s["first_mismatch"], row, marker="|", color="black", ms=14, mew=2)
+    ax.set_xlabel("generated token position")
+    ax.set_ylabel("prompt")
+    ax.set_yticks(range(len(samples)))
+    ax.set_title(f"greedy tokens: ours vs {engine}")
+
+
+def closed_loop_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates import plots
+
+    r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
+    engines = sorted(r["engines"])
+    fig, axes = plots.figure(len(engines), 2, height=2.6 * len(engines))
+    limits = []
+    for row, engine in enumerate(engines):
+        e = r["engines"][engine]
+        c, n = e["check"], e["negative_control"]
+        if not c["samples"]:
+            raise NoPicture(f"reports/closed_loop.json: {engine} has no samples")
+        atol = a.params["closed_loop"][f"logits_atol_{e['compute_dtype']}"] if a.params else c["logits_atol"]
+        limits.append(f"{engine} {atol:g}")
+        left, right = axes[2 * row], axes[2 * row + 1]
+        names = [str(i) for i in range(len(c["samples"]))] + ["control"]
+        values = [s["logits_max_abs_diff"] for s in c["samples"]] + [n["logits_max_abs_diff"]]
+        expect = [False] * len(c["samples"]) + [True]
+        plots.bars_against_limit(left, names, values, atol, f"atol {atol:g}", expect_over=expect)
+        left.set_ylabel(f"max |logit ours − {engine}|")
+        left.set_xlabel("prompt")
+        left.set_title(f"{engine} logits ({e['compute_dtype']})")
+        _token_matrix(right, c["samples"], engine)
+    return Picture(
+        plots.to_svg(fig),
+        f"One row per engine ({', '.join(engines)}). Left: largest absolute logit difference per prompt "
+        f"(logit units, log scale; 0 drawn at {plots.ZERO_FLOOR:g}) and the engine's negative control (one "
+        f"tensor perturbed), which must reach the line. Right: each generated token, green where the engine "
+        f"chose ours, red where not; a black bar marks where the outputs part. Pass: every prompt below its "
+        f"atol ({', '.join(limits)}), all green, each control over its line, and the export unchanged since.",
+    )
+
+
+GATE = Gate(
+    id="closed_loop",
+    checks="transformers and ONNX Runtime reproduce our logits and greedy tokens on exports/fresh, "
+    "recomputed from the report's raw numbers; each engine's negative control (one tensor perturbed) "
+    "moved the logits beyond the tolerance; the report covers every export file at its current md5",
+    threshold=lambda t: "params closed_loop.logits_atol_<dtype> (ONNX Runtime: fp32), tokens identical",
+    run=lambda a, t: closed_loop(a),
+    why="independent readers prove the export computes what we trained, not just that it loads",
+    investigate="reports/closed_loop.json: engines.<engine>.check.samples[] (first_mismatch, per-prompt "
+    "diffs), missing/unexpected keys; dvc repro -f closed_loop (python -m pipeline.closed_loop) reruns it",
+    takes=(),
+    picture=closed_loop_picture,
+)

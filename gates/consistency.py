@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file
 
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, passed
 from gates.training import RUN_STAGE
 
@@ -103,3 +105,42 @@ def consistency(a: Artifacts) -> Outcome:
             len(problems), THRESHOLD, "; ".join(problems) + ": the run's files are not one run's record"
         )
     return passed(0, THRESHOLD, f"runs {', '.join(checked)}: summary, csv and final checkpoint agree")
+
+
+def consistency_picture(a: Artifacts, t: Thresholds) -> Picture:
+    """Each run's files against what its metrics.json gives."""
+    rows = []
+    for run in RUN_STAGE:
+        try:
+            problems = run_problems(a, run)
+        except StageNotRun:
+            continue
+        for name in ("summary.json", "loss.csv", "eval.csv", "checkpoints/latest", "model.safetensors"):
+            bad = any(name in p for p in problems)
+            rows.append(
+                f"<tr class='{'bad' if bad else 'ok'}'><td>runs/{run}/{escape(name)}</td>"
+                f"<td>{'DIFFERS' if bad else 'agrees'}</td></tr>"
+            )
+    if not rows:
+        raise NoPicture("no training stage has run")
+    return Picture(
+        "<table class='files'><tr><th>file</th><th>against metrics.json</th></tr>"
+        + "".join(rows)
+        + "</table>",
+        "Each run's summary, csv files, latest pointer and final weights (parameter digest recomputed "
+        "from model.safetensors) against its metrics.json. Pass: every row agrees.",
+    )
+
+
+GATE = Gate(
+    id="consistency",
+    checks="each run agrees with itself: summary.json, loss.csv, eval.csv are what metrics.json gives; "
+    "its param_digest is the digest of its final checkpoint (recomputed from model.safetensors)",
+    threshold=lambda t: "equal",
+    run=lambda a, t: consistency(a),
+    why="dvc.lock seals each file alone; someone who rewrites dvc.lock, or a writer that mixed two runs, "
+    "can still leave files that disagree: recomputation catches what re-sealing hides",
+    investigate="the message names the run and file; dvc repro -f the run's stage",
+    takes=(),
+    picture=consistency_picture,
+)

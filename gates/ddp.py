@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gates.artifacts import Artifacts
+from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.tolerance import Approx, Exact
 from gates.training import refuse, run_metrics
@@ -304,3 +305,98 @@ def launcher_parity(a: Artifacts, loss_match: dict[str, Any], max_rel: float) ->
     thread, proc = run_metrics(a, "thread"), run_metrics(a, "proc")
     refused = refuse(a, [("thread", thread), ("proc", proc)], max_rel)
     return refused or equivalence(thread, proc, "proc", {**loss_match, "max_rel": max_rel}, ref="thread")
+
+
+# ---- the picture: what the gate judged, against its bound ------------------------------------------
+
+
+def loss_match_picture(a: Artifacts, t: Thresholds, launcher: str) -> Picture:
+    from gates import plots
+    from gates.pictures import metrics_pair, rel_panel
+
+    got, ref = metrics_pair(a, launcher, "single")
+    # The gate bounds max rel only over its tier's prefix (later steps are chaotic): draw that.
+    tier = tier_for(t["loss_match"], got["device"])
+    prefix = tier.prefix_steps if tier is not None else None
+    max_rel = t["loss_match"]["max_rel"]
+    fig, (ax,) = plots.figure()
+    first = rel_panel(ax, got, ref, launcher, "single", max_rel, prefix)
+    span = "every step" if prefix is None else f"the first {prefix} steps"
+    ax.set_title(f"{launcher} (world {got['world']}) vs single device: relative loss difference, {span}")
+    where = f" First step over the line: {first}." if first is not None else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Relative difference of the training loss (dots) and eval loss (squares) per step over {span} "
+        f"(the gate's prefix), log scale, dimensionless; exact agreement is drawn at {plots.ZERO_FLOOR:g}. "
+        f"Pass: every point below the dashed line (max rel {max_rel:g}); the gate also checks the samples, "
+        f"step 0 and the final val loss (its message).{where}",
+    )
+
+
+def launcher_parity_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates import plots
+    from gates.pictures import metrics_pair, rel_panel
+
+    max_rel = t["launcher_parity"]["max_rel"]
+    got, ref = metrics_pair(a, "proc", "thread")
+    # Judged like loss_match: the bound holds over the device tier's prefix; later steps are drawn, not judged.
+    tier = tier_for({**t["loss_match"], "max_rel": max_rel}, got["device"])
+    prefix = tier.prefix_steps if tier is not None else None
+    steps = list(range(len(got["train_loss"])))
+    judged = len(steps) if prefix is None else min(prefix, len(steps))
+    bound = tier.prefix if tier is not None else Approx.relative(max_rel)
+    marked = list(bound.judge(got["train_loss"][:judged], ref["train_loss"][:judged]).out)
+    fig, (top, bottom) = plots.figure(2, 1)
+    plots.overlay(top, steps, ref["train_loss"], got["train_loss"], ("thread", "proc (torchrun)"), marked)
+    top.set_ylabel("train loss (nats/token)")
+    top.set_title(f"torchrun (proc) vs thread-per-rank training loss, world {got['world']}")
+    first = rel_panel(bottom, got, ref, "proc", "thread", max_rel, prefix)
+    span = "every step" if prefix is None else f"the first {prefix} steps (the tier's prefix)"
+    where = f" First step over: {first}." if first is not None else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Top: both trajectories (loss in nats per token), judged steps over the limit marked ×. Bottom: "
+        f"their relative difference over {span} (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every "
+        f"point below the dashed line (max rel {max_rel:g}); the gate also checks samples, dropout masks, "
+        f"step 0 and the final val loss exactly as loss_match does (its message).{where}",
+    )
+
+
+# ---- the gates -------------------------------------------------------------------------------------
+
+
+def loss_match_gate(launcher: str) -> Gate:
+    return Gate(
+        id=f"loss_match.{launcher}",
+        checks=f"the {launcher}-per-rank DDP run against single-device training of the same config: the "
+        "samples and dropout masks of every step (exact), step 0 (summation order), the loss over a prefix, "
+        "the final validation loss",
+        threshold=lambda t: describe_tiers(t["loss_match"]),
+        run=lambda a, t: loss_match(a, launcher, t["loss_match"]),
+        why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
+        "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
+        "chaotically, so only exact and early checks are tight (docs/ddp-gate.md)",
+        investigate=f"the message names the failing check. samples: xtrain/data.py sharding. first step: the "
+        f"reduction (xtrain/comm.py), sharding or dropout; a grad_norm[0] ratio of world means a sum, not a "
+        f"mean. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
+        f"runs/single/loss.csv, runs/{launcher}/loss.csv",
+        takes=("loss_match",),
+        picture=lambda a, t: loss_match_picture(a, t, launcher),
+    )
+
+
+LAUNCHER_PARITY = Gate(
+    id="launcher_parity",
+    checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one",
+    threshold=lambda t: (
+        "as loss_match, thread as the reference: "
+        + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
+    ),
+    run=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
+    why="the two launchers must differ only in how ranks start and how gradients travel (seed design: "
+    "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
+    investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
+    "a samples or step-0 failure means the gradient path changed (DDP bucket order, reduction, sharding)",
+    takes=("loss_match", "launcher_parity"),
+    picture=launcher_parity_picture,
+)

@@ -6,7 +6,10 @@ both exports, so the pinned GGUF is checked against its tensors as well as again
 
 from __future__ import annotations
 
+from html import escape
+
 from gates.artifacts import Artifacts
+from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, passed
 from xtrain.gguf_check import GGUF_FILE, check_gguf
 
@@ -42,3 +45,43 @@ def export_gguf(a: Artifacts) -> Outcome:
         f"{tensors} tensors in {len(EXPORTS)} GGUF files equal their safetensors; metadata equals "
         f"config.json and tokenizer.json",
     )
+
+
+def export_gguf_picture(a: Artifacts, t: Thresholds) -> Picture:
+    rows = []
+    for name in EXPORTS:
+        result = check_gguf(a.root / "exports" / name)
+        problems = result["problems"]
+        verdict = (
+            "<span class='ok'>equal</span>"
+            if not problems
+            else f"<span class='bad'>{len(problems)} problems</span>"
+        )
+        first = escape(problems[0]) if problems else "-"
+        rows.append(
+            f"<tr><td>exports/{name}/model.gguf</td><td>{result['tensors_compared']}</td><td>{verdict}</td>"
+            f"<td>{first}</td></tr>"
+        )
+    table = (
+        "<table class='files'><tr><th>file</th><th>tensors compared</th><th>vs safetensors and config.json"
+        f"</th><th>first problem</th></tr>{''.join(rows)}</table>"
+    )
+    return Picture(
+        table,
+        "Each export's model.gguf read back with GGUFReader: every tensor against model.safetensors (bitwise "
+        "for f32), the metadata against config.json and tokenizer.json. Pass: both rows equal.",
+    )
+
+
+GATE = Gate(
+    id="export_gguf",
+    checks="model.gguf of exports/fresh and exports/pinned, read back with GGUFReader: every tensor "
+    "equals model.safetensors (float32 bit patterns), metadata equals config.json and tokenizer.json",
+    threshold=lambda t: "every tensor bitwise, metadata equal",
+    run=lambda a, t: export_gguf(a),
+    why="llama.cpp users get the GGUF, not the safetensors: it must hold the same model",
+    investigate="the message names the tensor or key; xtrain/gguf_export.py writes them, "
+    "gguf.constants MODEL_ARCH.QWEN3 names them",
+    takes=(),
+    picture=export_gguf_picture,
+)

@@ -7,17 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from gates.artifacts import ArtifactError, Artifacts
+from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, passed
 from registry.store import Entry, Registry, RegistryError, check_export, compare_files
 
 MANIFEST = "manifest.json"
 
 
-def _manifest(a: Artifacts, name: str) -> dict[str, Any]:
+def read_manifest(a: Artifacts, name: str) -> dict[str, Any]:
+    """exports/<name>/manifest.json, schema-checked."""
     return a.json(f"exports/{name}/{MANIFEST}", "manifest.schema.json", "export")
 
 
-def _registry(a: Artifacts) -> Registry:
+def registry_of(a: Artifacts) -> Registry:
+    """The registry the gates judge against: registry/ of the judged tree."""
     return Registry(a.root / "registry")
 
 
@@ -54,9 +57,9 @@ def pinned_problems(a: Artifacts, reg: Registry, model: str) -> list[str]:
 
 
 def export_md5(a: Artifacts) -> Outcome:
-    manifest = _manifest(a, "pinned")
+    manifest = read_manifest(a, "pinned")
     actual = a.folder("exports/pinned", "export", exclude=(MANIFEST,))
-    reg = _registry(a)
+    reg = registry_of(a)
     model, dtype = a.params["export"]["pinned_model"], a.params["export"]["dtype"]
     problems = pinned_problems(a, reg, model) + export_problems("exports/pinned", manifest, actual)
     if manifest["dtype"] != dtype:
@@ -88,3 +91,34 @@ def export_md5(a: Artifacts) -> Outcome:
         f"changed. Next: python -m registry verify exports/pinned; if the change is intended, "
         f"python -m registry bless --reason '...'",
     )
+
+
+def export_md5_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates.pictures import md5_table
+
+    manifest = read_manifest(a, "pinned")
+    actual = a.folder("exports/pinned", "export", exclude=(MANIFEST,))
+    try:  # the gate's own selection: the pinned model's latest version in this dtype
+        result = check_export(registry_of(a), a.params["export"]["pinned_model"], manifest, actual)
+    except RegistryError as e:
+        raise NoPicture(str(e)) from None
+    checks, entry = [*result.files, result.source], result.entry
+    where = f"{entry.data['model']} v{entry.version}"
+    return Picture(
+        md5_table(checks, f"blessed md5 ({where})"),
+        f"Each file of exports/pinned against the md5 blessed in {where}. Pass: every row equal.",
+    )
+
+
+GATE = Gate(
+    id="export_md5",
+    checks="the re-export of the registry's pinned checkpoint against the md5s of its blessed version",
+    threshold=lambda t: "every file equal",
+    run=lambda a, t: export_md5(a),
+    why="the export must be byte-deterministic on any machine, even where fresh training is not bitwise",
+    investigate="python -m registry verify exports/pinned lists each file's expected and actual md5; "
+    "config.json changes come from xtrain/export.py, model.safetensors from dtype or tensor "
+    "naming; bless an intended change with python -m registry bless --reason '...'",
+    takes=(),
+    picture=export_md5_picture,
+)

@@ -9,13 +9,15 @@ gates/tolerance.py (ApproxTier says which key is which).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.numbers import rel_diff
 from gates import goldens
 from gates.artifacts import ArtifactError, Artifacts
-from gates.export_md5 import MANIFEST, export_problems
+from gates.export_md5 import MANIFEST, export_problems, registry_of
+from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.tolerance import Approx, Exact, Verdict
 from gates.training import refuse, run_metrics
@@ -35,9 +37,9 @@ def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
     if edited:
         raise ArtifactError("; ".join(edited) + " (re-export with dvc repro export)")
     env_id = m["env"]["env_id"]
-    reg = Registry(a.root / "registry")
+    reg = registry_of(a)
     try:
-        choice = goldens.choose(reg, env_id, m["config_hash"], m["device"], m["precision"])
+        choice = golden_for(reg, m)
     except RegistryError as e:
         return Outcome("error", None, None, str(e))
     if choice is None:
@@ -50,6 +52,11 @@ def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
     if choice.tier == "exact":
         return _exact(m, g, files, choice)
     return _approx(m, g, files, choice, policy["approx"][m["device"]])
+
+
+def golden_for(reg: Registry, m: dict[str, Any]) -> goldens.Choice | None:
+    """The golden (and its tier) this run is judged against: the gate's choice, which its picture draws."""
+    return goldens.choose(reg, m["env"]["env_id"], m["config_hash"], m["device"], m["precision"])
 
 
 def _no_golden(reg: Registry, env_id: str, config_hash: str, unblessed: str) -> Outcome:
@@ -193,3 +200,102 @@ def _approx(
         f"{summary}; {'; '.join(x for x in (first, val) if x)}. A real change of the numbers (lr, init, "
         f"data order), not machine noise: compare runs/single/loss.csv with the golden's values",
     )
+
+
+# ---- the picture -----------------------------------------------------------------------------------
+
+
+def _unblessed_picture(m: dict[str, Any], reason: str) -> Picture:
+    """fresh_train without a golden to draw against: the run alone, and why it is not judged."""
+    from gates import plots
+
+    fig, (ax,) = plots.figure(height=2.6)
+    ax.plot(range(len(m["train_loss"])), m["train_loss"], lw=1, label="this run")
+    ev = [e for e in m["eval"] if math.isfinite(e["loss"])]
+    ax.plot([e["step"] for e in ev], [e["loss"] for e in ev], "s", mfc="none", color="#6a1b9a", label="eval")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title(f"runs/single (config {m['config_hash']}): no golden to compare with")
+    plots.legend(ax)
+    return Picture(
+        plots.to_svg(fig),
+        f"This run's training loss (line) and eval loss (squares), nats per token, alone: {reason}. "
+        "Pass needs a golden: bless this run if it is right (python -m registry bless --golden "
+        "--reason '...'), then the gate compares every step with it.",
+    )
+
+
+def _steps_out(choice: goldens.Choice, tier: ApproxTier, got: list[float], want: list[float]) -> list[int]:
+    """The positions the gate's tolerance puts out: any difference (exact), or out of the judged prefix."""
+    if choice.tier == "exact":
+        return list(EXACT.judge(got, want).out)
+    k = len(got) if tier.prefix_steps is None else tier.prefix_steps
+    return list(tier.loss.judge(got[:k], want[:k]).out)
+
+
+def fresh_train_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates import plots
+    from gates.pictures import md5_table
+
+    m = run_metrics(a, "single")
+    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
+    env_id, reg = m["env"]["env_id"], registry_of(a)
+    try:  # the gate's own choice of golden and tier
+        choice = golden_for(reg, m)
+    except RegistryError as e:
+        raise NoPicture(str(e)) from None
+    if choice is None:
+        own = reg.golden(env_id)
+        why = f"no golden for environment {env_id} nor for config {m['config_hash']} on any other"
+        if own is not None:  # an intended config change without its golden (the gate fails)
+            why = f"golden {env_id} v{own.version} was blessed for config {own.data['config_hash']}"
+        return _unblessed_picture(m, why)
+    golden, g = choice.entry, choice.entry.data
+    ref = g["metrics"]["train_loss"]["values"]
+    steps = sorted(int(s) for s in ref if int(s) < len(m["train_loss"]))
+    got, want = [m["train_loss"][s] for s in steps], [ref[str(s)] for s in steps]
+    rel = rel_diffs(got, want)
+    exact = choice.tier == "exact"
+    tol = t["fresh_train"]["approx"][m["device"]]  # the gate's approximate tier for this device type
+    tier = ApproxTier.of(tol)
+    marked = _steps_out(choice, tier, got, want)
+    fig, (top, bottom) = plots.figure(2, 1)
+    plots.overlay(top, steps, want, got, (f"golden v{golden.version}", "this run"), marked)
+    top.set_ylabel("train loss (nats/token)")
+    top.set_title(f"runs/single vs golden {choice.name} ({choice.tier} tier)")
+    limit = plots.ZERO_FLOOR * 10 if exact else tier.loss.rtol
+    label = "exact: any difference" if exact else f"rtol {tier.loss.rtol:g}"
+    plots.log_limit_plot(bottom, steps, rel, limit, "run vs golden", label)
+    bottom.set_xlabel("step")
+    bottom.set_ylabel("relative difference")
+    rule = (
+        "Pass (exact tier): every loss bit-identical (no ×) and every export file equal."
+        if exact
+        else f"Pass (approximate tier): {tier.describe()} (steps past the judged ones are drawn, not marked)."
+    )
+    table = md5_table(compare_files(g["export"]["files"], files), "golden md5")
+    return Picture(
+        plots.to_svg(fig) + table,
+        f"Top: this run's training loss against the golden's (nats per token), differing steps marked ×. "
+        f"Bottom: relative difference per step (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). "
+        f"Table: exports/fresh against the golden's export md5s. {rule} "
+        f"{len(marked)} of {len(steps)} steps differ.",
+    )
+
+
+GATE = Gate(
+    id="fresh_train",
+    checks="this run's single-device loss trajectory and export md5 against the golden of its environment",
+    threshold=lambda t: (
+        "exact (own environment's golden) or approximate (another's): "
+        + ", ".join(f"{d} {approx_threshold(v)}" for d, v in sorted(t["fresh_train"]["approx"].items()))
+    ),
+    run=lambda a, t: fresh_train(a, t["fresh_train"]),
+    why="Megatron-LM style goldens per environment: an identical environment trains bitwise (exact tier); "
+    "another CPU model or GPU is judged against the same config's golden within tolerances (approximate)",
+    investigate="runs/single/metrics.json env.env_id picks registry/goldens/<env_id>/; the message names the "
+    "golden, the tier and the first differing step. Bisect the code change with `dvc repro train_single`; "
+    "bless a new golden only for an understood change",
+    takes=("fresh_train",),
+    picture=fresh_train_picture,
+)

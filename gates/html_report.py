@@ -2,7 +2,7 @@
 
 The verdict table on top (failing, inconclusive and erroring gates first), then one card per gate in
 the same order: status, measured, threshold, message, and the picture of what it judged against its
-threshold (gates/pictures.py). Self-contained: inline SVG and CSS, no script, no network. Deterministic:
+threshold (drawn by the gate's own module: gates/gate.py `Gate.picture`). Self-contained: inline SVG and CSS, no script, no network. Deterministic:
 the same artifacts give the same bytes (no timestamps; see gates/plots.py).
 """
 
@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from gates import pictures
+from gates import catalogue, pictures
 from gates.artifacts import Artifacts, DvcLock
 from gates.ci_report import VERDICT, by_severity, short, threshold_text
 
@@ -58,17 +58,18 @@ def _verdict_table(gates: list[dict[str, Any]], labels: dict[str, str] | None) -
 
 
 def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
-    try:
-        pic = pictures.draw(gate_id, a, thresholds)
-    except pictures.NothingMeasured as e:
-        return f"<p class='nopic'>Nothing measured to draw: {escape(str(e))}</p>"
-    except pictures.NoPicture as e:
-        return f"<p class='nopic'>No picture: {escape(str(e))}</p>"
-    if pic is None:
+    gate = catalogue.find(gate_id)
+    if gate is None:  # a report of other code, naming a gate this code does not know
         return (
             "<p class='nopic'>No picture for this gate yet: its status, measured value, threshold and "
             "message are above.</p>"
         )
+    try:
+        pic = pictures.draw(gate, a, thresholds)
+    except pictures.NothingMeasured as e:
+        return f"<p class='nopic'>Nothing measured to draw: {escape(str(e))}</p>"
+    except pictures.NoPicture as e:
+        return f"<p class='nopic'>No picture: {escape(str(e))}</p>"
     return f"<figure>{pic.html}<figcaption>{escape(pic.caption)}</figcaption></figure>"
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from contracts.perf_record import STAGES, StagePerf, median_spread, shift_ci, stage_perf
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates.gate import Gate, NothingMeasured, Picture, Thresholds
 from gates.outcome import Outcome, failed, inconclusive, passed
 from registry.store import Entry, Registry, RegistryError
 
@@ -189,3 +190,93 @@ def throughput(a: Artifacts, thresholds: dict[str, Any]) -> Outcome:
 
 def memory(a: Artifacts, thresholds: dict[str, Any]) -> Outcome:
     return judge(a, thresholds, memory_check, "peak memory")
+
+
+# ---- the picture -----------------------------------------------------------------------------------
+
+
+def _perf_stages(a: Artifacts) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    runs, _ = run_stages(a)
+    if not runs:
+        raise NothingMeasured("no training stage has run")
+    _, base = baseline_for(a, runs)
+    return runs, None if base is None else base.data["stages"]
+
+
+def perf_picture(a: Artifacts, t: Thresholds, memory: bool) -> Picture:
+    from gates import plots
+
+    runs, base = _perf_stages(a)
+    device = next(iter(runs.values()))["device"]
+    limits = t["perf"][device]
+    fig, (ax,) = plots.figure(1, 1, height=2.8)
+    names = list(runs)
+    for i, launcher in enumerate(names):
+        run = stage_perf(runs[launcher])
+        values = [v / 2**20 for v in run.peaks] if memory else run.rates
+        ax.plot([i] * len(values), values, "o", color="#1565c0", ms=4, label="this run" if i == 0 else None)
+        if base and launcher in base:
+            ref = stage_perf(base[launcher])
+            if memory:
+                top = max(ref.peaks) / 2**20 * (1 + limits["memory_growth"])
+                ax.hlines(top, i - 0.3, i + 0.3, color=plots.LIMIT, lw=2, label="limit" if i == 0 else None)
+            else:
+                med, _ = median_spread(ref.rates)
+                ax.hlines(med, i - 0.3, i + 0.3, color="#9e9e9e", lw=3, label="baseline" if i == 0 else None)
+                ax.hlines(
+                    med * (1 - limits["slowdown"]),
+                    i - 0.3,
+                    i + 0.3,
+                    color=plots.LIMIT,
+                    lw=2,
+                    ls="--",
+                    label="tolerated" if i == 0 else None,
+                )
+    ax.set_xticks(range(len(names)), names)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_ylabel("peak memory per rank (MiB)" if memory else "tokens/s per steady window")
+    plots.legend(ax)
+    against = "the blessed baseline of this environment" if base else "no baseline (bless one to judge)"
+    what = (
+        f"Peak memory of every rank of each training stage ({stage_perf(next(iter(runs.values()))).memory_kind})"
+        f" against {against}. Pass: every rank at or under the orange limit (baseline peak + "
+        f"{100 * limits['memory_growth']:.0f}%)."
+        if memory
+        else f"tokens/s of every steady window of each training stage against {against}: grey the baseline's "
+        f"median, dashed orange the tolerated slowdown ({100 * limits['slowdown']:.0f}%). Pass: the 95% "
+        "confidence interval of the change (from both sets of windows) lies above it; fail: it lies below; "
+        "inconclusive: it straddles it."
+    )
+    return Picture(plots.to_svg(fig), what)
+
+
+# ---- the gates -------------------------------------------------------------------------------------
+
+THROUGHPUT = Gate(
+    id="perf.throughput",
+    checks="median steady tokens/s of each training stage (recomputed from the raw windows) against the "
+    "blessed perf baseline of its environment",
+    threshold=lambda t: threshold_text(
+        t, "95% CI of the change wholly slower than {slowdown}: fail; straddling it: inconclusive"
+    ),
+    run=lambda a, t: throughput(a, t),
+    why="a change that keeps the numerics but trains slower is a regression users feel first",
+    investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); the step with "
+    "python -m pipeline.bench --profile; git bisect with python -m gates bisect GOOD BAD --gate "
+    "perf.throughput; bless an understood change with python -m registry bless --perf --reason '...'",
+    takes=("perf",),
+    picture=lambda a, t: perf_picture(a, t, memory=False),
+)
+
+MEMORY = Gate(
+    id="perf.memory",
+    checks="peak memory per rank of each training stage (CUDA max_memory_allocated, CPU max RSS) "
+    "against the blessed perf baseline of its environment",
+    threshold=lambda t: threshold_text(t, "growth <= {memory_growth}"),
+    run=lambda a, t: memory(a, t),
+    why="memory growth turns into out-of-memory at the next larger batch or model",
+    investigate="runs/<launcher>/metrics.json perf.peak_memory; on CUDA torch.cuda.memory_summary or the "
+    "memory snapshot of one step (activations, optimizer state, allocator cache)",
+    takes=("perf",),
+    picture=lambda a, t: perf_picture(a, t, memory=True),
+)

@@ -21,11 +21,13 @@ Runs are first checked against what params.yaml says they must be (config, steps
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 from gates import ddp
 from gates.artifacts import Artifacts
 from gates.ddp import Check
+from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
 from xtrain.config import Params
 from xtrain.pilot_cells import CELLS, cell_params, cells_for, pilot_section
@@ -231,3 +233,69 @@ def cell_gate(a: Artifacts, cell: str, t: dict[str, Any] | None) -> Outcome:
         for x, (cs, _) in results.items()
     )
     return passed(worst, threshold, f"cell {cell} ({CELLS[cell].what}): {summary}")
+
+
+# ---- the picture -----------------------------------------------------------------------------------
+
+
+def cell_picture(a: Artifacts, t: Thresholds, cell: str) -> Picture:
+    """Per launcher, the cell's loss against its reference cell's (same launcher) and against its own
+    single-device run: what the pilot gate judges, step by step."""
+    from gates import plots
+    from gates.pictures import rel_panel
+
+    assert a.params is not None
+    if cell not in cells_for(a.params):
+        where = [k for k, v in pilot_section(a.params)["cells"].items() if cell in v]
+        return Picture(
+            f"<table class='files'><tr><td>cell {escape(cell)} ({escape(CELLS[cell].what)})</td>"
+            f"<td>not run on profile {escape(a.params['profile'])}; runs on: {escape(', '.join(where) or 'none')}"
+            "</td></tr></table>",
+            "The cell is not in params.yaml pilot.cells for this profile: skip, never a pass (docs/pilot.md "
+            "says why). Pass, where it runs: every launcher agrees with the cell's single-device run and the "
+            "feature with its reference cell.",
+        )
+    ref_cell = CELLS[cell].reference
+    launchers = pilot_section(a.params)["launchers"]
+    fig, axes = plots.figure(len(launchers), 1, height=2.2)
+    single = read(a, cell, "single")
+    max_rel = t["pilot"]["max_rel"]
+    for ax, launcher in zip(axes, launchers, strict=True):
+        got = read(a, cell, launcher)
+        ref, ref_name = (read(a, ref_cell, launcher), ref_cell) if ref_cell != cell else (single, "single")
+        rel_panel(ax, got, ref, cell, ref_name, max_rel)
+        ax.set_title(f"{cell} vs {ref_name}, {launcher} (world {got['world']})")
+    return Picture(
+        plots.to_svg(fig),
+        f"Per launcher, the relative difference of the training loss (dots) and eval loss (squares) of cell "
+        f"{cell} against cell {ref_cell} on the same launcher (log scale; bitwise equal drawn at "
+        f"{plots.ZERO_FLOOR:g}); the dashed line is max rel {max_rel:g}. Pass: an exact cell sits on the floor, "
+        "an equivalent one below the line, the dropout cell above min_effect (dropout changes the loss). "
+        "The gate also checks "
+        "samples, masks, step 0 and each launcher against the cell's single-device run (its message).",
+    )
+
+
+# ---- the gates -------------------------------------------------------------------------------------
+
+
+def cell_unit(cell: str) -> Gate:
+    return Gate(
+        id=f"pilot.{cell}",
+        checks=f"the pilot cell {cell} ({CELLS[cell].what}) on every launcher of pilot.launchers: the "
+        f"DDP gate against the cell's single-device run, and the feature against cell "
+        f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge})",
+        threshold=lambda t: threshold_text(t["pilot"], cell) if "pilot" in t else "gates.pilot missing",
+        run=lambda a, t: cell_gate(a, cell, t.get("pilot")),
+        why="the pipeline's runs never take the feature paths (dropout, grad accumulation, recompute, resume, "
+        "fused AdamW, compile, bf16): a bug there passes every other gate, as dropout silently off under DDP "
+        "did in the seed design (T21); docs/pilot.md",
+        investigate=f"the message names the launcher and the check; runs/pilot/{cell}/<launcher>/loss.csv "
+        f"against runs/pilot/{CELLS[cell].reference}/<launcher>/loss.csv; rerun one cell with "
+        f"python -m pipeline.pilot --cells {cell}",
+        takes=("pilot",),
+        picture=lambda a, t: cell_picture(a, t, cell),
+    )
+
+
+GATES = [cell_unit(cell) for cell in CELLS]

@@ -20,6 +20,7 @@ from typing import Any
 
 from contracts.perf_record import band_check, judged_spread
 from gates.artifacts import Artifacts
+from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, inconclusive, passed
 
 Table = dict[str, dict[int, dict[str, float]]]  # launcher -> world -> recomputed figures
@@ -191,3 +192,86 @@ def rounds_text(s: dict[str, Any], sc: dict[str, Any]) -> str:
     ]
     names = "/".join(map(str, sorted(set(worlds))))
     return f"rounds {', '.join(per)} of at most {sc.get('max_rounds', 1)} (worlds {names})"
+
+
+# ---- the picture -----------------------------------------------------------------------------------
+
+
+def _throughput_panel(ax: Any, s: dict[str, Any]) -> list[str]:
+    """tokens/s per world and launcher, whiskers from the slowest to the fastest window."""
+    from gates import plots
+
+    missing = []
+    for launcher, by_world in sorted(s["results"].items()):
+        missing += [f"{launcher} world {w}" for w in s["worlds"] if str(w) not in by_world]
+        worlds = sorted(int(w) for w in by_world)
+        rows = [by_world[str(w)] for w in worlds]
+        tps = [r["tokens_per_s"] for r in rows]
+        # max(0, ...): a hand-edited table may put tokens/s outside its windows; draw it, don't fail
+        low = [max(0.0, t - min(r["windows"], default=t)) for t, r in zip(tps, rows, strict=True)]
+        high = [max(0.0, max(r["windows"], default=t) - t) for t, r in zip(tps, rows, strict=True)]
+        ax.errorbar(worlds, tps, yerr=[low, high], marker="o", capsize=3, label=launcher)
+    ax.set_xlabel("world (ranks)")
+    ax.set_ylabel("tokens/s (faster half's median)")
+    ax.set_xticks(s["worlds"])
+    ax.set_title("throughput")
+    plots.legend(ax)
+    return missing
+
+
+def scaling_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates import plots
+
+    s = a.json("bench/scaling.json", "scaling.schema.json", "scaling")
+    profile = t["scaling"].get(s["profile"])
+    if profile is None:
+        raise NoPicture(f"profile {s['profile']!r} has no floors in params.yaml gates.scaling")
+    floors = {int(w): f for w, f in profile["floors"].items()}
+    fig, (left, right) = plots.figure(1, 2, height=2.9)
+    missing = _throughput_panel(left, s)
+    for launcher, by_world in sorted(s["results"].items()):
+        worlds = sorted(int(w) for w in by_world)
+        speedups = [by_world[str(w)]["speedup"] for w in worlds]
+        right.plot(worlds, speedups, "o-", label=launcher)
+        low = [(w, x) for w, x in zip(worlds, speedups, strict=True) if w in floors and x < floors[w]]
+        if low:
+            right.plot(*zip(*low, strict=True), "x", color=plots.BAD, ms=10, mew=2)
+    right.plot(
+        sorted(floors),
+        [floors[w] for w in sorted(floors)],
+        "_",
+        color=plots.LIMIT,
+        ms=24,
+        mew=2.5,
+        label="floor",
+    )
+    right.plot(s["worlds"], s["worlds"], ":", color="#9e9e9e", label="linear")
+    right.set_xlabel("world (ranks)")
+    right.set_ylabel("speedup over world 1 (×)")
+    right.set_xticks(s["worlds"])
+    for ax in (left, right):
+        ax.set_xlim(min(s["worlds"]) - 0.4, max(s["worlds"]) + 0.4)
+    right.set_title(f"speedup ({s['profile']} profile)")
+    plots.legend(right)
+    gone = f" Missing from the table: {', '.join(missing)}." if missing else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Left: tokens per second per world and launcher on {s['device']} (median window; whiskers: "
+        f"slowest to fastest window). Right: speedup over world 1 against its floor (orange bars), "
+        f"below-floor points marked ×. Pass: every world measured for each launcher, every speedup on or "
+        f"above its floor, thread and proc within {100 * profile['band']:.0f}% of each other.{gone}",
+    )
+
+
+GATE = Gate(
+    id="scaling",
+    checks="bench/scaling.json: every world present for each launcher, speedup(w) >= floor(w), "
+    "thread and proc throughput within a band",
+    threshold=lambda t: "speedup floors and band of the measured profile (" + ", ".join(t["scaling"]) + ")",
+    run=lambda a, t: scaling(a, t["scaling"]),
+    why="a change that keeps numerics but loses throughput at scale is still a regression",
+    investigate="bench/scaling.png; rerun one launcher/world with python -m pipeline.scaling; on GPU profile "
+    "the step (python -m pipeline.bench) and the all-reduce overlap",
+    takes=("scaling",),
+    picture=scaling_picture,
+)

@@ -13,8 +13,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock
+from gates.dvclock import DvcLock, dir_md5
+from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, passed
+from registry.store import FileCheck
 
 MAX_NAMED = 8  # files named in the message; the count says how many more
 
@@ -127,3 +129,39 @@ def seals(a: Artifacts) -> Outcome:
     return passed(
         files, "every file equal to dvc.lock", f"{files} files of {len(stages)} stages equal dvc.lock"
     )
+
+
+def seals_picture(a: Artifacts, t: Thresholds) -> Picture:
+    """Each sealed path: dvc.lock's md5 against the tree's (a folder: its `.dir` hash)."""
+    from gates.pictures import md5_table
+
+    lock = a.lock
+    rows = []
+    for path, recorded in sealed_paths(lock, in_scope(lock, a.scope)):
+        full = lock.root / path
+        if recorded.endswith(".dir"):
+            now = dir_md5(lock.listing(path)) if full.is_dir() else None
+            name = f"{path}/ ({len(lock.listing(path)) if full.is_dir() else 0} files)"
+        else:
+            now, name = (lock.md5(path) if full.is_file() else None), path
+        rows.append(FileCheck(name, recorded, now))
+    return Picture(
+        md5_table(rows, "dvc.lock md5"),
+        "Every out of dvc.lock (a folder by DVC's .dir hash of its files) and every folder dep such as "
+        "registry/models, hashed now. Pass: every row equal and no stage or out missing from dvc.lock.",
+    )
+
+
+GATE = Gate(
+    id="seals",
+    checks="dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
+    "and every folder dep such as registry/models, equals its dvc.lock md5",
+    threshold=lambda t: "every file equal to dvc.lock",
+    run=lambda a, t: seals(a),
+    why="a gate reads some files of some outs: a tampered checkpoint, csv, report or token file would "
+    "otherwise pass unseen, and a deleted dvc.lock (or entry) would switch every artifact check off",
+    investigate="the message names each file and both md5s; dvc status says which stage is stale; "
+    "dvc repro it, or restore the file (dvc checkout) and dvc.lock (git checkout dvc.lock)",
+    takes=(),
+    picture=seals_picture,
+)

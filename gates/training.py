@@ -6,10 +6,12 @@ whose config, steps, eval cadence or world differs from params is refused, never
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gates import expect
 from gates.artifacts import Artifacts, NonFinite, StageNotRun
+from gates.gate import Gate, NothingMeasured, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed
 from gates.tolerance import Approx
 
@@ -118,3 +120,95 @@ def finite(a: Artifacts) -> Outcome:
             "check the data and precision), or rerun a run that does not match params.yaml",
         )
     return passed(0, 0, f"every number is finite in runs {', '.join(checked)}, shaped as params.yaml says")
+
+
+# ---- the pictures ----------------------------------------------------------------------------------
+
+
+def cross_rank_picture(a: Artifacts, t: Thresholds, launcher: str) -> Picture:
+    from gates import plots
+
+    max_abs = t["cross_rank"]["max_abs"]
+    m = run_metrics(a, launcher)
+    per_rank = sorted(m["cross_rank"]["per_rank"], key=lambda r: r["rank"])
+    fig, (ax,) = plots.figure(height=2.4)
+    values = [r["max_abs_diff"] for r in per_rank]
+    plots.bars_against_limit(
+        ax, [f"rank {r['rank']}" for r in per_rank], values, max_abs, f"limit {max_abs:g}"
+    )
+    ax.set_ylabel("max |p_rank − p_0|")
+    ax.set_title(f"runs/{launcher}: parameter difference from rank 0 after the last step")
+    return Picture(
+        plots.to_svg(fig),
+        f"Largest absolute parameter difference between each rank and rank 0 (parameter units, log "
+        f"scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every bar on or below the dashed line ({max_abs:g}) "
+        f"and at least two ranks.",
+    )
+
+
+def non_finite_steps(values: list[float]) -> list[int]:
+    return [i for i, v in enumerate(values) if not math.isfinite(v)]
+
+
+def finite_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates import plots
+
+    fig, (loss_ax, norm_ax) = plots.figure(1, 2, height=2.8)
+    drawn, bad = [], 0
+    for run in RUN_STAGE:
+        try:  # the NaNs are what this picture shows: read them, do not refuse them
+            m = a.json(
+                f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run], refuse_non_finite=False
+            )
+        except StageNotRun:
+            continue
+        drawn.append(run)
+        eval_steps = [e["step"] for e in m["eval"] if not math.isfinite(e["loss"])]
+        for ax, values, extra in ((loss_ax, m["train_loss"], eval_steps), (norm_ax, m["grad_norm"], [])):
+            ax.plot([v if math.isfinite(v) else math.nan for v in values], lw=1, label=run)
+            for step in sorted({*non_finite_steps(values), *extra}):
+                ax.axvline(step, color=plots.BAD, lw=1.5)
+                bad += 1
+    if not drawn:
+        raise NothingMeasured("no training stage has run")
+    for ax, label in ((loss_ax, "train loss (nats/token)"), (norm_ax, "grad norm (before clipping)")):
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        plots.legend(ax)
+    loss_ax.set_title("loss per run")
+    norm_ax.set_title("gradient norm per run")
+    return Picture(
+        plots.to_svg(fig),
+        f"Training loss and gradient norm of every run ({', '.join(drawn)}); a red vertical line marks "
+        f"each step with a NaN or Inf (train loss, eval loss or grad norm): {bad} here. Pass: no red line.",
+    )
+
+
+# ---- the gates -------------------------------------------------------------------------------------
+
+
+def cross_rank_gate(launcher: str) -> Gate:
+    return Gate(
+        id=f"cross_rank.{launcher}",
+        checks=f"max |p_rank - p_0| over all ranks and tensors after the last {launcher} step",
+        threshold=lambda t: f"<= {t['cross_rank']['max_abs']:g}",
+        run=lambda a, t: cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
+        why="replicas that drift apart silently train different models; the seed design found bitwise equality "
+        "flaky on NCCL and gates at 1e-6",
+        investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
+        f"applies the same averaged gradient and optimizer step (comm.sync_grads, DDP buckets)",
+        takes=("cross_rank",),
+        picture=lambda a, t: cross_rank_picture(a, t, launcher),
+    )
+
+
+FINITE = Gate(
+    id="finite",
+    checks="no NaN or Inf in any loss, eval loss or grad norm of any run",
+    threshold=lambda t: "all finite",
+    run=lambda a, t: finite(a),
+    why="a diverged run can still produce files; it must never pass",
+    investigate="the message names the run, series and first step; lower the learning rate or check precision",
+    takes=(),
+    picture=finite_picture,
+)

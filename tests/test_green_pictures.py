@@ -11,6 +11,7 @@ The negative control: a picture function that raises is found by the same check.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -22,7 +23,7 @@ import pytest
 import yaml
 
 from gate_tree import bless_golden_as, copy_tree, edit, seal, unbless, write_pipeline
-from gates import catalogue, pictures
+from gates import catalogue
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
 
@@ -354,10 +355,11 @@ def test_a_stage_not_run_says_nothing_was_measured(work: Path) -> None:
 def test_a_picture_that_raises_is_found(work: Path, monkeypatch) -> None:
     """Negative control: the same check sees a hole when a picture function fails."""
 
-    def broken(a, gate_id, t):
+    def broken(a, t):
         raise KeyError("max_steps_out")
 
-    monkeypatch.setitem(pictures.PICTURES, "finite", broken)
+    units = [dataclasses.replace(g, picture=broken) if g.id == "finite" else g for g in catalogue.GATES]
+    monkeypatch.setattr(catalogue, "GATES", units)
     g, html = judged(work, "finite")
     assert g["status"] == "pass"
     assert holes(html) == ["finite"]
