@@ -77,7 +77,7 @@ def shape_problems(params: Params, cell: str, launcher: str, m: Metrics) -> list
 def exact(ref: Metrics, got: Metrics) -> Check:
     """Bitwise: every series, eval loss, sample and mask fingerprint, and the final parameters."""
     for key in EXACT_SERIES:
-        bad = [i for i, (x, y) in enumerate(zip(ref[key], got[key], strict=True)) if x != y]
+        bad = list(ddp.EXACT.judge(got[key], ref[key]).out)
         if bad:
             i = bad[0]
             return Check("bitwise", False, f"{key} differs at {len(bad)} steps, first step {i}: "
