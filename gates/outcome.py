@@ -43,18 +43,3 @@ def inconclusive(measured: Any, threshold: Any, message: str) -> Outcome:
 
 def fmt(x: float) -> str:
     return f"{x:.3g}"
-
-
-def first_over(
-    rel: list[float], ev_rel: dict[int, float], max_rel: float, series: dict[str, list[float]]
-) -> tuple[bool, str]:
-    """Where two trajectories first part: (a train step crossed?, the sentence naming it).
-
-    `rel` per train step, `ev_rel` per eval step; `series` the two runs' train losses by name."""
-    over = [i for i, r in enumerate(rel) if not r < max_rel]
-    if over:
-        s = over[0]
-        values = ", ".join(f"{name} {losses[s]:.7g}" for name, losses in series.items())
-        return True, f"first step over {max_rel:g}: step {s} ({values}, rel {fmt(rel[s])})"
-    s = min(k for k, r in ev_rel.items() if not r < max_rel)
-    return False, f"first eval over {max_rel:g}: step {s} (rel {fmt(ev_rel[s])})"
