@@ -49,5 +49,6 @@ class Gate:
     run: Callable[[Artifacts, Thresholds], Outcome]
     why: str
     investigate: str
-    takes: tuple[str, ...]  # the params.yaml gates: sections it reads (contracts/schemas/thresholds.schema.json)
+    # the params.yaml gates: sections it reads (contracts/schemas/thresholds.schema.json)
+    takes: tuple[str, ...]
     picture: Callable[[Artifacts, Thresholds], Picture]  # defined in the gate's own module
