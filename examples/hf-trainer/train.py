@@ -138,6 +138,7 @@ def training_args(p: dict, a: argparse.Namespace, world: int) -> TrainingArgumen
         # CPU under torchrun needs both, or accelerate makes no process group and each rank trains alone
         use_cpu=cpu_ddp or not torch.cuda.is_available(),
         ddp_backend="gloo" if cpu_ddp else None,
+        ddp_find_unused_parameters=False,
     )
 
 
@@ -172,13 +173,14 @@ def main() -> None:
     tokens = load_file(a.tokens)
     torch.manual_seed(p["seed"])
     model = Qwen3ForCausalLM(Qwen3Config(**hfconfig.qwen3_kwargs(p, vocab)))
+    args = training_args(p, a, world)  # initialises the process group under torchrun
     recorder = RunRecorder(
         hfconfig.record_config(p, vocab), tokens_per_step=t["global_batch"] * t["seq_len"], precision="fp32"
     )
     collator = IndexedCollator(default_data_collator)
     trainer = (UnshardedTrainer if a.mistake == "same_shard" else Trainer)(
         model=model,
-        args=training_args(p, a, world),
+        args=args,
         data_collator=collator,
         train_dataset=Chunks(tokens["train"], t["seq_len"], indexed=True, seed=data_seed),
         eval_dataset=Chunks(tokens["val"], t["seq_len"], indexed=False, limit=t["eval_batches"] * t["global_batch"]),
