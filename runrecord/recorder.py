@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import save
 from torch import nn
 
 from contracts.fileio import atomic_write_bytes, atomic_write_text
-from safetensors.torch import save
 from xtrain.checkpoint import model_tensors, param_digest
 from xtrain.env import fingerprint
 from xtrain.fingerprint import MAX_TERMS, hash32

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 from transformers import (
-    Qwen3Config,
     PrinterCallback,
+    Qwen3Config,
     Qwen3ForCausalLM,
     Trainer,
     TrainerCallback,
@@ -33,18 +33,23 @@ from transformers import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train import Chunks  # noqa: E402  (the example's dataset)
+from train import Chunks
 
-from runrecord import RunRecorder  # noqa: E402
-from runrecord.hf import IndexedCollator, RecordingCallback  # noqa: E402
+from runrecord import RunRecorder
+from runrecord.hf import IndexedCollator, RecordingCallback
 
 
 class StepTimer(TrainerCallback):
+    """Wall and CPU (this process) time at every step end: on a loaded machine the wall clock also
+    counts waiting for a core, the CPU clock only the work this process did."""
+
     def __init__(self) -> None:
         self.ends: list[float] = []
+        self.cpu: list[float] = []
 
     def on_step_end(self, args, state, control, **kwargs):
         self.ends.append(time.perf_counter())
+        self.cpu.append(time.process_time())
         return control
 
 
@@ -63,7 +68,7 @@ def model_config(dim: int, vocab: int, seq: int) -> dict:
 
 
 def one_run(a: argparse.Namespace, dim: int, tokens: torch.Tensor, record: bool, out: Path) -> tuple:
-    """(median step seconds over the steady steps, finish() seconds or 0)."""
+    """(median wall seconds per steady step, finish() seconds or 0, median CPU seconds per step)."""
     cfg = model_config(dim, a.vocab, a.seq_len)
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(Qwen3Config(**cfg))
@@ -98,16 +103,17 @@ def one_run(a: argparse.Namespace, dim: int, tokens: torch.Tensor, record: bool,
     trainer.remove_callback(PrinterCallback)  # no log lines on stdout in either arm
     trainer.train()
     gaps = [b - x for x, b in zip(timer.ends, timer.ends[1:], strict=False)][a.warmup :]
+    cpu = [b - x for x, b in zip(timer.cpu, timer.cpu[1:], strict=False)][a.warmup :]
     finish = 0.0
     if recorder is not None:
         t0 = time.perf_counter()
         recorder.finish(trainer.model, out / "run")
         finish = time.perf_counter() - t0
-    return statistics.median(gaps), finish
+    return statistics.median(gaps), finish, statistics.median(cpu)
 
 
 def bench(a: argparse.Namespace, dim: int, tokens: torch.Tensor) -> dict:
-    plain, rec, over, fin = [], [], [], []
+    plain, rec, over, fin, cpu_over = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.pairs):
             first_recorded = i % 2 == 1  # alternate which arm goes first within a pair
@@ -117,17 +123,22 @@ def bench(a: argparse.Namespace, dim: int, tokens: torch.Tensor) -> dict:
             rec.append(got[True][0])
             fin.append(got[True][1])
             over.append(got[True][0] / got[False][0] - 1)
-    return {"plain": plain, "rec": rec, "over": over, "finish": fin}
+            cpu_over.append(got[True][2] / got[False][2] - 1)
+    return {"plain": plain, "rec": rec, "over": over, "finish": fin, "cpu_over": cpu_over}
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs) * 100:+.2f} ({min(xs) * 100:+.1f} to {max(xs) * 100:+.1f})"
 
 
 def table(dim: int, r: dict, steps: int, warmup: int) -> str:
     ms = 1e3
-    p, q, o = r["plain"], r["rec"], r["over"]
+    p, q = r["plain"], r["rec"]
     return (
-        f"| {dim} | {len(o)} | {steps - warmup - 1} | {statistics.median(p) * ms:.2f} "
+        f"| {dim} | {len(r['over'])} | {steps - warmup - 1} | {statistics.median(p) * ms:.2f} "
         f"({min(p) * ms:.2f}-{max(p) * ms:.2f}) | {statistics.median(q) * ms:.2f} "
-        f"({min(q) * ms:.2f}-{max(q) * ms:.2f}) | {statistics.median(o) * 100:+.2f} "
-        f"({min(o) * 100:+.1f} to {max(o) * 100:+.1f}) | {statistics.median(r['finish']) * ms:.0f} |"
+        f"({min(q) * ms:.2f}-{max(q) * ms:.2f}) | {spread(r['over'])} | {spread(r['cpu_over'])} "
+        f"| {statistics.median(r['finish']) * ms:.0f} |"
     )
 
 
@@ -148,9 +159,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, {a.threads} thread(s), batch {a.batch} x {a.seq_len}, {a.steps} steps")
     print(
         "| dim | pairs | steps timed | plain ms/step median (min-max) | recorded ms/step median (min-max) "
-        "| overhead % median (min to max, paired) | finish() ms |"
+        "| wall overhead % median (min to max, paired) | CPU-time overhead % median (min to max) | finish() ms |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for dim in a.dims:
         print(table(dim, bench(a, dim, tokens), a.steps, a.warmup), flush=True)
 

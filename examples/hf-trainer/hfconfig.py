@@ -57,7 +57,9 @@ def refuse_unsupported(p: dict[str, Any]) -> None:
     }
     for key, (bad, allowed) in problems.items():
         if bad:
-            raise ParamsError(f"error: params.yaml: {key}: not honoured by the Trainer example (allowed: {allowed})")
+            raise ParamsError(
+                f"error: params.yaml: {key}: not honoured by the Trainer example (allowed: {allowed})"
+            )
 
 
 def qwen3_kwargs(p: dict[str, Any], vocab_size: int) -> dict[str, Any]:

@@ -19,12 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import hfconfig
 import torch
 import transformers
 from safetensors.torch import load_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
-
-import hfconfig
 
 REG = Path("hf_registry")
 PINNED, MD5 = REG / "pinned.safetensors", REG / "md5.json"
@@ -55,19 +54,27 @@ def write_json(path: Path, data: dict) -> None:
 
 def check() -> int:
     if not MD5.is_file() or not PINNED.is_file():
-        print(f"error: {MD5}: missing: nothing blessed (python3 hfregistry.py bless --reason '...')", file=sys.stderr)
+        print(
+            f"error: {MD5}: missing: nothing blessed (python3 hfregistry.py bless --reason '...')",
+            file=sys.stderr,
+        )
         return 2
     blessed = json.loads(MD5.read_text())
     got = export(PINNED, Path("exports/pinned"))
     want = blessed["files"]
-    rows = [{"file": n, "expected": want.get(n), "actual": got.get(n)} for n in sorted(want.keys() | got.keys())]
+    rows = [
+        {"file": n, "expected": want.get(n), "actual": got.get(n)} for n in sorted(want.keys() | got.keys())
+    ]
     bad = [r for r in rows if r["expected"] != r["actual"]]
     ver = f"blessed with transformers {blessed['transformers']}, now {transformers.__version__}"
     write_json(Path("reports/md5.json"), {"passed": not bad, "files": rows, "versions": ver})
     if bad:
         names = ", ".join(f"{r['file']} {r['actual']} vs blessed {r['expected']}" for r in bad)
-        print(f"md5: exports/pinned differs from hf_registry: {names} ({ver}); bless an intended change "
-              f"with python3 hfregistry.py bless --reason '...'", file=sys.stderr)
+        print(
+            f"md5: exports/pinned differs from hf_registry: {names} ({ver}); bless an intended change "
+            f"with python3 hfregistry.py bless --reason '...'",
+            file=sys.stderr,
+        )
         return 1
     print(f"md5: {len(rows)} files of exports/pinned equal hf_registry/md5.json ({ver})")
     return 0
@@ -84,8 +91,16 @@ def bless(reason: str) -> int:
         files = export(weights, Path(tmp) / "export")
     REG.mkdir(exist_ok=True)
     shutil.copyfile(weights, PINNED)
-    write_json(MD5, {"files": files, "transformers": transformers.__version__, "torch": torch.__version__,
-                     "reason": reason, "pinned_md5": md5(PINNED)})
+    write_json(
+        MD5,
+        {
+            "files": files,
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "reason": reason,
+            "pinned_md5": md5(PINNED),
+        },
+    )
     for name in sorted(files.keys() | old.keys()):
         if files.get(name) != old.get(name):
             print(f"{name}: {old.get(name, '(absent)')} -> {files.get(name, '(absent)')}")

@@ -10,11 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+import hfconfig
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
-
-import hfconfig
 
 
 def replay(model, prompts: torch.Tensor, new_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,13 +38,21 @@ def main() -> int:
     ctl_logits, _ = replay(model, probe["prompts"], 0)
     ctl = float((ctl_logits - probe["logits"]).abs().max())
     ok = diff <= atol and same and ctl > atol
-    report = {"passed": ok, "logits_max_abs_diff": diff, "atol": atol, "tokens_identical": same,
-              "control_max_abs_diff": ctl, "prompts": int(probe["prompts"].shape[0])}
+    report = {
+        "passed": ok,
+        "logits_max_abs_diff": diff,
+        "atol": atol,
+        "tokens_identical": same,
+        "control_max_abs_diff": ctl,
+        "prompts": int(probe["prompts"].shape[0]),
+    }
     Path("reports").mkdir(exist_ok=True)
     Path("reports/reload.json").write_text(json.dumps(report, indent=2) + "\n")
     verdict = "pass" if ok else "FAIL"
-    print(f"reload: {verdict}: logits max |diff| {diff:.3g} (atol {atol:g}), greedy tokens "
-          f"{'identical' if same else 'DIFFER'}; control (norm x1.01) {ctl:.3g} {'>' if ctl > atol else '<='} atol")
+    print(
+        f"reload: {verdict}: logits max |diff| {diff:.3g} (atol {atol:g}), greedy tokens "
+        f"{'identical' if same else 'DIFFER'}; control (norm x1.01) {ctl:.3g} {'>' if ctl > atol else '<='} atol"
+    )
     return 0 if ok else 1
 
 

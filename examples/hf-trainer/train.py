@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+import hfconfig
 import torch
 from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader, Dataset
@@ -31,7 +32,6 @@ from transformers import (
     default_data_collator,
 )
 
-import hfconfig
 from runrecord import RunRecorder
 from runrecord.hf import INDEX_KEY, IndexedCollator, RecordingCallback
 
@@ -90,7 +90,9 @@ class UnshardedTrainer(Trainer):
     """The `same_shard` mistake: a plain DataLoader, so accelerate never shards it over the ranks."""
 
     def get_train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_dataset, batch_size=self._train_batch_size, collate_fn=self.data_collator)
+        return DataLoader(
+            self.train_dataset, batch_size=self._train_batch_size, collate_fn=self.data_collator
+        )
 
 
 def parse() -> argparse.Namespace:
@@ -183,7 +185,9 @@ def main() -> None:
         args=args,
         data_collator=collator,
         train_dataset=Chunks(tokens["train"], t["seq_len"], indexed=True, seed=data_seed),
-        eval_dataset=Chunks(tokens["val"], t["seq_len"], indexed=False, limit=t["eval_batches"] * t["global_batch"]),
+        eval_dataset=Chunks(
+            tokens["val"], t["seq_len"], indexed=False, limit=t["eval_batches"] * t["global_batch"]
+        ),
         callbacks=[RecordingCallback(recorder, collator), EvalAtEnd()],
     )
     trainer.remove_callback(PrinterCallback)  # the run record holds every logged number
