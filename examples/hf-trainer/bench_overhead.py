@@ -142,12 +142,36 @@ def table(dim: int, r: dict, steps: int, warmup: int) -> str:
     )
 
 
+def adapter_work(a: argparse.Namespace, tokens: torch.Tensor, repeats: int = 2000) -> tuple[float, float]:
+    """The adapter's own work per optimizer step, timed alone in CPU time of this thread (immune to
+    other processes' load): IndexedCollator vs the plain collator on one batch, plus the callback's
+    step bookkeeping (a queued batch taken, Trainer's log turned into recorder.step). (median, max) s."""
+    data = Chunks(tokens, a.seq_len, indexed=True, seed=0)
+    feats = [data[i] for i in range(a.batch)]
+    plain_feats = [{k: v for k, v in f.items() if k != "sample_index"} for f in feats]
+    recorder = RunRecorder({"seed": 0, "model": {}, "train": {}}, tokens_per_step=1)
+    collator = IndexedCollator(default_data_collator)
+    callback = RecordingCallback(recorder, collator)
+    logs = {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}
+    costs = []
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        default_data_collator(plain_feats)
+        t1 = time.thread_time()
+        collator(feats)
+        callback.on_step_end(None, None, None)
+        callback.on_log(None, None, None, logs=logs)
+        t2 = time.thread_time()
+        costs.append((t2 - t1) - (t1 - t0))
+    return statistics.median(costs), max(costs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=10, help="interleaved (plain, recorded) pairs per size")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5, help="step gaps dropped at the start of each run")
-    ap.add_argument("--dims", type=int, nargs="+", default=[32, 128], help="hidden sizes (32: the example)")
+    ap.add_argument("--dims", type=int, nargs="*", default=[32, 128], help="hidden sizes (32: the example)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=2048)
@@ -162,8 +186,18 @@ def main() -> None:
         "| wall overhead % median (min to max, paired) | CPU-time overhead % median (min to max) | finish() ms |"
     )
     print("|---|---|---|---|---|---|---|---|")
+    plain = {}
     for dim in a.dims:
-        print(table(dim, bench(a, dim, tokens), a.steps, a.warmup), flush=True)
+        r = bench(a, dim, tokens)
+        plain[dim] = min(r["plain"])  # the least loaded plain step: the largest share the work can be
+        print(table(dim, r, a.steps, a.warmup), flush=True)
+    work, worst = adapter_work(a, tokens)
+    shares = ", ".join(f"{work / s * 100:.3f} % of dim {d}'s fastest plain step" for d, s in plain.items())
+    print(
+        f"\nadapter's own work per step, timed alone (thread CPU time, 2000 repeats): median "
+        f"{work * 1e6:.0f} us (max {worst * 1e6:.0f} us){': ' + shares if shares else ''}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
