@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -105,6 +106,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--probe", help="rank 0: logits and greedy tokens of the trained model (closed loop)")
     p.add_argument("--steps", type=int, help="override train.steps")
     p.add_argument("--grad-accum", type=int, help="override train.grad_accum")
+    p.add_argument(
+        "--torchrun", action="store_true", help="start torchrun at params launchers.proc.world (no shell)"
+    )
     p.add_argument("--mistake", choices=sorted(MISTAKES), help="make a DDP mistake users make (controls)")
     return p.parse_args()
 
@@ -162,8 +166,20 @@ def probe(model: Qwen3ForCausalLM, val: torch.Tensor, cl: dict, path: str) -> No
     tmp.replace(path)
 
 
+def torchrun(a: argparse.Namespace) -> int:
+    """Run this script under torchrun at launchers.proc.world, an int read from params (argv list, no shell)."""
+    world = hfconfig.load(a.params)["launchers"]["proc"]["world"]
+    if not isinstance(world, int) or not 1 <= world <= 1024:
+        sys.exit(f"error: {a.params}: launchers.proc.world: {world!r} is not a world size (1..1024)")
+    args = [x for x in sys.argv[1:] if x != "--torchrun"]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}"]
+    return subprocess.run([*launch, str(Path(__file__).resolve()), *args], check=False).returncode
+
+
 def main() -> None:
     a = parse()
+    if a.torchrun and "WORLD_SIZE" not in os.environ:
+        sys.exit(torchrun(a))
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     try:
         p, vocab = resolved(a)
