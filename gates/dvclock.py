@@ -43,7 +43,12 @@ def _committed_stages(root: Path) -> set[str]:
     working dvc.lock must not turn its gates into a silent skip."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(root), "show", "HEAD:dvc.lock"], capture_output=True, text=True, timeout=5
+            # ./: the dvc.lock beside dvc.yaml, also where the DVC project is a subdirectory of the git
+            # repository (examples/hf-trainer); HEAD:dvc.lock would name the repository root's
+            ["git", "-C", str(root), "show", "HEAD:./dvc.lock"],
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.TimeoutExpired):
         return set()

@@ -10,15 +10,17 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import save
 from torch import nn
 
-from xtrain.checkpoint import param_digest
+from contracts.fileio import atomic_write_bytes, atomic_write_text
+from xtrain.checkpoint import model_tensors, param_digest
 from xtrain.env import fingerprint
 from xtrain.fingerprint import MAX_TERMS, hash32
 from xtrain.peak_memory import peak_bytes, peak_record
 from xtrain.train import write_metrics
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"  # 1.1: finish(checkpoint=True)
 METRICS_FORMAT = "xtrain-metrics/1"
 WINDOW_STEPS = 5  # timing windows of this many steps; the first is warm-up
 
@@ -84,8 +86,11 @@ class RunRecorder:
         """A validation loss after `step` optimizer steps (0: before training), the same on every rank."""
         self.evals.append({"step": int(step), "loss": float(loss)})
 
-    def finish(self, model: nn.Module, run_dir: str | Path) -> dict[str, Any] | None:
-        """Every rank calls it. Reduces fingerprints and parameter agreement; rank 0 writes the record."""
+    def finish(
+        self, model: nn.Module, run_dir: str | Path, checkpoint: bool = False
+    ) -> dict[str, Any] | None:
+        """Every rank calls it. Reduces fingerprints and parameter agreement; rank 0 writes the record,
+        and with `checkpoint` the final weights the consistency gate recomputes param_digest from."""
         if not self.train_loss:
             raise ValueError("RunRecorder.finish: no step was recorded")
         device = next(model.parameters()).device
@@ -96,6 +101,8 @@ class RunRecorder:
             return None
         record = self._record(model, device, samples, per_rank_max, sums, peaks)
         write_run(Path(run_dir), record)
+        if checkpoint:
+            write_final_checkpoint(Path(run_dir), model, len(self.train_loss))
         return record
 
     def _reduced_samples(self, device: torch.device) -> dict[str, list[int]]:
@@ -188,3 +195,13 @@ def write_run(run_dir: Path, record: dict[str, Any]) -> None:
     """metrics.json (schema-validated, atomic), summary.json, loss.csv and eval.csv, as xtrain writes them."""
     run_dir.mkdir(parents=True, exist_ok=True)
     write_metrics(run_dir, record)
+
+
+def write_final_checkpoint(run_dir: Path, model: nn.Module, steps: int) -> None:
+    """checkpoints/step_<steps>/model.safetensors (the tensors param_digest hashes, tied ones copied
+    apart: safetensors refuses shared storage) and checkpoints/latest, each written atomically."""
+    folder = run_dir / "checkpoints" / f"step_{steps:06d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.clone() for k, v in model_tensors(model).items()}
+    atomic_write_bytes(folder / "model.safetensors", save(tensors))
+    atomic_write_text(run_dir / "checkpoints" / "latest", folder.name + "\n")

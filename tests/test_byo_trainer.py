@@ -69,18 +69,20 @@ def test_a_transformers_trainer_under_torchrun_matches_one_device(
     outcome = verdict(hf_single, got)
     assert outcome.status == "pass", outcome.message
     assert got["samples"] == hf_single["samples"] and got["cross_rank"]["max_abs_diff"] == 0.0
-    assert [e["step"] for e in got["eval"]] == [4, 8, 12]
+    assert [e["step"] for e in got["eval"]] == [0, 8, 16, 24]  # examples/hf-trainer/params.yaml
 
 
 @pytest.mark.parametrize(
     ("mistake", "named"),
     [
-        ("eval_first", "prefix: first step over 0.001: step 1"),  # ranks never synchronise
+        ("eval_first", "first step: step 0 differs beyond summation order"),  # ranks never synchronise
         (
             "whole_batch",
-            "samples: samples differ at 12 of 12 steps, first step 0: the ranks consumed 16 rows",
+            "samples: samples differ at 24 of 24 steps, first step 0: the ranks consumed 16 rows",
         ),
-        ("rank_seed", "samples: samples differ at 12 of 12 steps, first step 0: 8 rows but other samples"),
+        ("rank_seed", "samples: samples differ at 24 of 24 steps, first step 0: 8 rows but other samples"),
+        # every rank reads the whole dataset in one order: the same rows on each rank, the shards overlap
+        ("same_shard", "samples: samples differ at 24 of 24 steps, first step 0: 8 rows but other samples"),
     ],
 )
 def test_ddp_mistakes_with_the_real_trainer_fail(

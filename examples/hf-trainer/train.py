@@ -1,23 +1,37 @@
 """Train a tiny Qwen3 with transformers.Trainer and record the run for the gates (runrecord).
 
-    python train.py --tokens data/tokens.safetensors --vocab-size V --run-dir runs/single
-    torchrun --nproc-per-node 2 train.py ... --run-dir runs/proc      # the same global batch over 2 ranks
+    python train.py --run-dir runs/single --save exports/hf --probe runs/single/probe.safetensors
+    torchrun --nproc-per-node 2 train.py --run-dir runs/proc     # the same global batch over 2 ranks
 
-The global batch is fixed (`--global-batch`); each rank gets global_batch / world per step, so one
-device and DDP consume the same samples per step. Every rank uses the same seed: Trainer seeds the
-shared sampler, and DDP must not change what is sampled.
+Model and optimisation come from params.yaml (hfconfig.py maps them onto Qwen3Config and
+TrainingArguments); the corpus and tokenizer are the main project's (data/, built by the corpus and
+tokenizer stages). The global batch is fixed: each rank gets global_batch / (world x grad_accum)
+rows per micro-batch, so one device and DDP consume the same samples per step. Every rank uses the
+same seed: the data order is one seeded permutation, and DDP must not change what is sampled.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import hfconfig
 import torch
-from safetensors.torch import load_file
-from torch.utils.data import Dataset
-from transformers import Qwen3Config, Qwen3ForCausalLM, Trainer, TrainingArguments, default_data_collator
+from safetensors.torch import load_file, save_file
+from torch.utils.data import DataLoader, Dataset
+from transformers import (
+    PrinterCallback,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    default_data_collator,
+)
 
 from runrecord import RunRecorder
 from runrecord.hf import INDEX_KEY, IndexedCollator, RecordingCallback
@@ -59,108 +73,148 @@ MISTAKES = {
     "is then never wrapped in DDP and every rank trains alone",
     "whole_batch": "per-device batch = the global batch: every rank reads a whole batch (world x the samples)",
     "rank_seed": "a seed per rank: each rank shuffles the data its own way",
+    "same_shard": "a DataLoader of one's own (get_train_dataloader overridden, not prepared by accelerate): "
+    "every rank reads the whole dataset in the same order, so all ranks train on the same rows",
 }
+
+
+class EvalAtEnd(TrainerCallback):
+    """Evaluate after the last step too (Trainer evaluates only every eval_steps), as the gates expect."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == state.max_steps:
+            control.should_evaluate = True
+        return control
+
+
+class UnshardedTrainer(Trainer):
+    """The `same_shard` mistake: a plain DataLoader, so accelerate never shards it over the ranks."""
+
+    def get_train_dataloader(self) -> DataLoader:
+        return DataLoader(
+            self.train_dataset, batch_size=self._train_batch_size, collate_fn=self.data_collator
+        )
 
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tokens", required=True)
-    p.add_argument("--vocab-size", type=int, required=True)
+    p.add_argument("--params", default=str(hfconfig.HERE / "params.yaml"))
+    p.add_argument("--tokens", default="data/tokens.safetensors")
+    p.add_argument("--vocab-size", type=int, help="default: data/tokens.json vocab_size")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--save", help="save_pretrained folder (rank 0)")
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--global-batch", type=int, default=8)
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--seq-len", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--eval-every", type=int, default=4)
-    p.add_argument("--dim", type=int, default=32)
-    p.add_argument("--eval-chunks", type=int, default=32, help="validation windows per evaluation")
+    p.add_argument("--probe", help="rank 0: logits and greedy tokens of the trained model (closed loop)")
+    p.add_argument("--steps", type=int, help="override train.steps")
+    p.add_argument("--grad-accum", type=int, help="override train.grad_accum")
     p.add_argument(
-        "--mistake", choices=sorted(MISTAKES), help="make a DDP mistake users make (negative controls)"
+        "--torchrun", action="store_true", help="start torchrun at params launchers.proc.world (no shell)"
     )
+    p.add_argument("--mistake", choices=sorted(MISTAKES), help="make a DDP mistake users make (controls)")
     return p.parse_args()
 
 
-def config(a: argparse.Namespace) -> dict:
-    model = {
-        "hidden_size": a.dim,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 2 * a.dim,
-        "head_dim": a.dim // 4,
-        "vocab_size": a.vocab_size,
-        "max_position_embeddings": a.seq_len,
-        "tie_word_embeddings": True,
-    }
-    train = {
-        "steps": a.steps,
-        "global_batch": a.global_batch,
-        "grad_accum": a.grad_accum,
-        "seq_len": a.seq_len,
-        "lr": a.lr,
-        "eval_every": a.eval_every,
-        "schedule": "linear",
-        "warmup_steps": 0,
-    }
-    return {"seed": a.seed, "model": model, "train": train}
+def resolved(a: argparse.Namespace) -> tuple[dict, int]:
+    p = hfconfig.load(a.params)
+    for key, value in (("steps", a.steps), ("grad_accum", a.grad_accum)):
+        if value is not None:
+            p["train"][key] = value
+    hfconfig.refuse_unsupported(p)
+    vocab = a.vocab_size or json.loads((Path(a.tokens).parent / "tokens.json").read_text())["vocab_size"]
+    return p, vocab
 
 
-def main() -> None:
-    a = parse()
-    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
-    cfg = config(a)
-    data_seed = a.seed + rank if a.mistake == "rank_seed" else a.seed
+def training_args(p: dict, a: argparse.Namespace, world: int) -> TrainingArguments:
+    t = p["train"]
+    per_device = t["global_batch"] // (t["grad_accum"] * (1 if a.mistake == "whole_batch" else world))
     cpu_ddp = world > 1 and not torch.cuda.is_available()
-    per_device = a.global_batch // (a.grad_accum * (1 if a.mistake == "whole_batch" else world))
-    tokens = load_file(a.tokens)
-    torch.manual_seed(a.seed)
-    model = Qwen3ForCausalLM(Qwen3Config(**cfg["model"]))
-    args = TrainingArguments(
+    return TrainingArguments(
         output_dir=str(Path(a.run_dir).parent / f".{Path(a.run_dir).name}.trainer"),
-        max_steps=a.steps,
-        per_device_train_batch_size=per_device,
-        gradient_accumulation_steps=a.grad_accum,
-        learning_rate=a.lr,
-        lr_scheduler_type="linear",
-        warmup_steps=0,
-        seed=a.seed,
-        data_seed=a.seed,
+        **hfconfig.training_kwargs(p, per_device),
         logging_strategy="steps",
         logging_steps=1,
         eval_strategy="steps",
-        eval_steps=a.eval_every,
-        per_device_eval_batch_size=8,
+        eval_on_start=a.mistake != "eval_first",  # step 0's val loss, after DDP wrapping
+        per_device_eval_batch_size=t["global_batch"],
         save_strategy="no",
         report_to=[],
         dataloader_num_workers=0,
         disable_tqdm=True,
-        max_grad_norm=1.0,
-        weight_decay=0.0,
         remove_unused_columns=False,
         train_sampling_strategy="sequential",
         # CPU under torchrun needs both, or accelerate makes no process group and each rank trains alone
-        use_cpu=cpu_ddp,
+        use_cpu=cpu_ddp or not torch.cuda.is_available(),
         ddp_backend="gloo" if cpu_ddp else None,
+        ddp_find_unused_parameters=False,
     )
-    recorder = RunRecorder(cfg, tokens_per_step=a.global_batch * a.seq_len, precision="fp32")
+
+
+def probe(model: Qwen3ForCausalLM, val: torch.Tensor, cl: dict, path: str) -> None:
+    """Prompts cut from the validation split; their logits and `new_tokens` greedy tokens (fp32)."""
+    n, k = cl["prompts"], cl["prompt_tokens"]
+    starts = [i * (val.numel() - k) // max(1, n) for i in range(n)]
+    prompts = torch.stack([val[s : s + k].long() for s in starts])
+    model.eval()
+    with torch.no_grad():
+        logits = model(prompts).logits.float()
+        ids = prompts
+        for _ in range(cl["new_tokens"]):
+            ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    tensors = {"prompts": prompts, "logits": logits.contiguous(), "tokens": ids[:, k:].contiguous()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(path).with_suffix(".tmp")
+    save_file(tensors, str(tmp))
+    tmp.replace(path)
+
+
+def torchrun(a: argparse.Namespace) -> int:
+    """Run this script under torchrun at launchers.proc.world, an int read from params (argv list, no shell)."""
+    world = hfconfig.load(a.params)["launchers"]["proc"]["world"]
+    if not isinstance(world, int) or not 1 <= world <= 1024:
+        sys.exit(f"error: {a.params}: launchers.proc.world: {world!r} is not a world size (1..1024)")
+    args = [x for x in sys.argv[1:] if x != "--torchrun"]
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}"]
+    return subprocess.run([*launch, str(Path(__file__).resolve()), *args], check=False).returncode
+
+
+def main() -> None:
+    a = parse()
+    if a.torchrun and "WORLD_SIZE" not in os.environ:
+        sys.exit(torchrun(a))
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    try:
+        p, vocab = resolved(a)
+    except hfconfig.ParamsError as e:
+        sys.exit(str(e))
+    t = p["train"]
+    torch.set_num_threads(max(1, t["cpu_threads"] // world))
+    data_seed = p["seed"] + rank if a.mistake == "rank_seed" else p["seed"]
+    tokens = load_file(a.tokens)
+    torch.manual_seed(p["seed"])
+    model = Qwen3ForCausalLM(Qwen3Config(**hfconfig.qwen3_kwargs(p, vocab)))
+    args = training_args(p, a, world)  # initialises the process group under torchrun
+    recorder = RunRecorder(
+        hfconfig.record_config(p, vocab), tokens_per_step=t["global_batch"] * t["seq_len"], precision="fp32"
+    )
     collator = IndexedCollator(default_data_collator)
-    trainer = Trainer(
+    trainer = (UnshardedTrainer if a.mistake == "same_shard" else Trainer)(
         model=model,
         args=args,
         data_collator=collator,
-        train_dataset=Chunks(tokens["train"], a.seq_len, indexed=True, seed=data_seed),
-        eval_dataset=Chunks(tokens["val"], a.seq_len, indexed=False, limit=a.eval_chunks),
-        callbacks=[RecordingCallback(recorder, collator)],
+        train_dataset=Chunks(tokens["train"], t["seq_len"], indexed=True, seed=data_seed),
+        eval_dataset=Chunks(
+            tokens["val"], t["seq_len"], indexed=False, limit=t["eval_batches"] * t["global_batch"]
+        ),
+        callbacks=[RecordingCallback(recorder, collator), EvalAtEnd()],
     )
+    trainer.remove_callback(PrinterCallback)  # the run record holds every logged number
     if a.mistake == "eval_first":
         trainer.evaluate()
     trainer.train()
-    recorder.finish(trainer.model, a.run_dir)
-    if a.save and recorder.rank == 0:
-        trainer.model.save_pretrained(a.save)
+    recorder.finish(trainer.model, a.run_dir, checkpoint=True)
+    if recorder.rank == 0 and a.save:
+        trainer.model.save_pretrained(a.save)  # safetensors
+    if recorder.rank == 0 and a.probe:
+        probe(trainer.model, tokens["val"], p["closed_loop"], a.probe)
 
 
 if __name__ == "__main__":
