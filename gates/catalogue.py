@@ -15,6 +15,7 @@ from gates import (
     fresh_train,
     perf,
     pilot,
+    probes,
     scaling,
     seals,
     training,
@@ -171,6 +172,17 @@ GATES: list[Gate] = [
         why="llama.cpp users get the GGUF, not the safetensors: it must hold the same model",
         investigate="the message names the tensor or key; xtrain/gguf_export.py writes them, "
         "gguf.constants MODEL_ARCH.QWEN3 names them",
+    ),
+    Gate(
+        id="model_probes",
+        checks="runs/probes.json: the attention-dropout path at p=0 equals SDPA (GQA) to fp32 rounding; "
+        "dropout on ones keeps the mean 1 and drops a fraction p (binomial z-scores)",
+        threshold=lambda t: probes.THRESHOLD,
+        run=lambda a, t: probes.model_probes(a),
+        why="dropout is 0 in every profile and the pilot compares launchers with each other: a feature-path "
+        "bug every launcher shares passes every other gate (issue #24's campaign found two)",
+        investigate="python -m pipeline.probes --out /tmp/p.json; the message names the path "
+        "(xtrain/model.py Attention._attention_with_dropout or Dropout)",
     ),
     Gate(
         id="finite",

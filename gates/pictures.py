@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from contracts.validate import ValidationError
-from gates import consistency, ddp, goldens, perf, pilot, plots, seals
+from gates import consistency, ddp, goldens, perf, pilot, plots, probes, seals
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import dir_md5
 from gates.export_md5 import MANIFEST, _manifest, _registry
@@ -457,6 +457,24 @@ def export_gguf(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
     )
 
 
+def model_probes(a: Artifacts, gate_id: str, t: Thresholds) -> Picture:
+    data = a.json(probes.REL, "probes.schema.json", probes.STAGE, refuse_non_finite=False)
+    attn, drop = data["attention_paths"], data["dropout_mean"]
+    z_mean, z_drop = probes.dropout_z(drop)
+    bound = probes.ATTN_ATOL + probes.ATTN_RTOL * attn["max_abs_ref"]
+    rows = [
+        ("attention-dropout path at p=0 vs SDPA: max |diff|", attn["max_abs_diff"], f"<= {bound:.3g}"),
+        ("dropout(ones) mean, z", z_mean, f"< {probes.Z_PASS:g} (fail > {probes.Z_FAIL:g})"),
+        ("dropout(ones) dropped count, z", z_drop, f"< {probes.Z_PASS:g} (fail > {probes.Z_FAIL:g})"),
+    ]
+    body = "".join(f"<tr><td>{escape(k)}</td><td>{v:.3g}</td><td>{escape(b)}</td></tr>" for k, v, b in rows)
+    return Picture(
+        f"<table class='files'><tr><th>probe</th><th>measured</th><th>pass</th></tr>{body}</table>",
+        f"Raw numbers of runs/probes.json ({attn['n_heads']} heads, {attn['n_kv_heads']} kv heads; dropout "
+        f"p={drop['p']:g} on {drop['n']} ones). Pass: every row within its bound.",
+    )
+
+
 def _perf_stages(a: Artifacts) -> tuple[dict[str, Any], dict[str, Any] | None]:
     runs, _ = perf.run_stages(a)
     if not runs:
@@ -607,6 +625,7 @@ PICTURES: dict[str, Callable[[Artifacts, str, Thresholds], Picture]] = {
     "export_gguf": export_gguf,
     "perf": perf_gate,
     "pilot": pilot_cell,
+    "model_probes": model_probes,
 }
 
 
