@@ -42,6 +42,7 @@ TABLE: dict[str, Artifact] = {
             "xtrain-registry-check/1",
             "registry_check.schema.json",
         ),
+        Artifact("probes", "runs/probes.json", "xtrain-probes/1", "probes.schema.json"),
         Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1", "scaling.schema.json"),
         Artifact("gates_report", "reports/gates.json", "xtrain-gates-report/1", "gates_report.schema.json"),
         Artifact(

@@ -51,6 +51,7 @@ GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it read
     "scaling": ["scaling"],
     "perf": TRAINS,
     "pilot": ["pilot"],
+    "model_probes": ["probes"],
     "consistency": TRAINS,
     "seals": [],  # every stage
 }

@@ -1,0 +1,40 @@
+"""Stage `probes`: identities of the model's feature paths (xtrain/probes.py), judged by gates/probes.py.
+
+python -m pipeline.probes [--set k=v] [--out runs/probes.json]
+
+Runs on the CPU in fp32 whatever the profile: the probes check the model's arithmetic paths, not
+the device; a second's work, written atomically and validated (contracts/schemas/probes.schema.json).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from contracts.fileio import atomic_write_json
+from contracts.validate import load_schema, validate
+from pipeline import stage
+from xtrain.probes import run_probes
+
+FORMAT = "xtrain-probes/1"
+VOCAB = 256  # the probes never touch the embedding: any vocabulary serves
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = stage.parser(__doc__ or "")
+    ap.prog = "python -m pipeline.probes"
+    ap.add_argument("--out", default="runs/probes.json")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+
+    def body() -> None:
+        params = stage.params_of(args)
+        cfg = params.run_config(VOCAB).model
+        record = {"format": FORMAT, "profile": params["profile"], "seed": params["seed"]}
+        record |= run_probes(cfg, params["seed"])
+        validate(record, load_schema("probes.schema.json"), args.out)
+        atomic_write_json(args.out, record)
+
+    return stage.run(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
