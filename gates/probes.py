@@ -11,9 +11,8 @@ the raw numbers of xtrain/probes.py:
 from __future__ import annotations
 
 import math
-from typing import Any
-
 from html import escape
+from typing import Any
 
 from gates.artifacts import Artifacts
 from gates.gate import Gate, Picture, Thresholds
