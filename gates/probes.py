@@ -58,11 +58,7 @@ def judge(data: dict[str, Any]) -> Outcome:
     attn, drop = data["attention_paths"], data["dropout_mean"]
     z_mean, z_drop = dropout_z(drop)
     worst = max(z_mean, z_drop)
-    measured = {
-        "attention_max_abs_diff": attn["max_abs_diff"],
-        "dropout_z_mean": z_mean,
-        "dropout_z_dropped": z_drop,
-    }
+    measured = f"attention {fmt(attn['max_abs_diff'])}, dropout z {z_mean:.1f} / {z_drop:.1f}"
     dropout_text = (
         f"dropout p={drop['p']:g} on {drop['n']} ones: mean {drop['sum_out'] / drop['n']:.5f} (z {z_mean:.1f}), "
         f"dropped {drop['dropped']} (z {z_drop:.1f})"

@@ -135,6 +135,7 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
         [sys.executable, "-m", "pipeline.pilot", "--params", str(root / "params.yaml"), *files,
          "--out", str(root / "runs" / "pilot")]
     )  # fmt: skip
+    run_cli([sys.executable, "-m", "pipeline.probes", *params, "--out", str(root / "runs" / "probes.json")])
     verify = ["verify", str(root / "exports" / "pinned"), "--no-fail"]
     registry(root, *params, *verify, "--report", str(root / "reports" / "registry_check.json"))
     lock_with_dvc(root)
@@ -210,6 +211,7 @@ DVC_YAML = {
             "outs": ["bench/scaling.json", "bench/scaling.png"],
         },
         "pilot": {"cmd": "true", "deps": ["data/tokens.safetensors"], "outs": ["runs/pilot"]},
+        "probes": {"cmd": "true", "deps": ["params.yaml"], "outs": ["runs/probes.json"]},
     }
 }
 

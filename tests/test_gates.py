@@ -54,6 +54,7 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
         "fresh_train",
         "closed_loop",
         "export_gguf",
+        "model_probes",
         "finite",
         "scaling",
         "perf.throughput",

@@ -224,6 +224,17 @@ def scaling_never_ran(root: Path) -> None:
     write_pipeline(root, ["train_single", "train@thread", "train@proc", "export", "closed_loop"])
 
 
+def dropout_unscaled(r: dict) -> None:
+    d = r["dropout_mean"]
+    d["sum_out"] = float(d["n"] - d["dropped"])  # kept elements stay 1: no 1/(1-p)
+
+
+def dropout_6_sigma(r: dict) -> None:
+    d = r["dropout_mean"]
+    d["dropped"] = round(d["n"] * d["p"] + 6 * (d["n"] * d["p"] * (1 - d["p"])) ** 0.5)
+    d["sum_out"] = (d["n"] - d["dropped"]) / (1 - d["p"])  # the mean of a correct dropout of that draw
+
+
 def nothing(root: Path) -> None:
     pass
 
@@ -258,6 +269,9 @@ CASES: dict[str, tuple[Change, str, str, str]] = {
     "scaling inconclusive": (scaling_spread, "scaling", "inconclusive", "quiet machine"),
     "export_gguf pass": (nothing, "export_gguf", "pass", ""),
     "export_gguf fail": (export_file("fresh", "model.gguf", lambda b: b[:-64] + bytes(64)), "export_gguf", "fail", ""),
+    "model_probes pass": (nothing, "model_probes", "pass", ""),
+    "model_probes fail": (lambda root: edit(root / "runs/probes.json", dropout_unscaled), "model_probes", "fail", "Dropout"),
+    "model_probes inconclusive": (lambda root: edit(root / "runs/probes.json", dropout_6_sigma), "model_probes", "inconclusive", "between z"),
     "perf.throughput skip, CPU policy": (nothing, "perf.throughput", "skip", "throughput is skip"),
     "perf.throughput skip, no baseline": (lambda root: set_params(root, lambda p: p["gates"]["perf"]["cpu"].pop("throughput")), "perf.throughput", "skip", "no perf baseline"),
     "perf.throughput pass": (perf_baseline(), "perf.throughput", "pass", ""),
@@ -281,6 +295,7 @@ REPORTS = {
     "finite": {"pass", "fail"},
     "scaling": {"pass", "fail", "inconclusive"},
     "export_gguf": {"pass", "fail"},
+    "model_probes": {"pass", "fail", "inconclusive"},
     "perf.throughput": {"pass", "fail", "inconclusive", "skip"},
     "perf.memory": {"pass", "fail", "skip"},
 }
