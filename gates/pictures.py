@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from contracts.gguf_check import check_gguf
 from contracts.validate import ValidationError
 from gates import consistency, ddp, goldens, perf, pilot, plots, seals
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
@@ -24,7 +25,6 @@ from gates.fresh_train import approx_threshold
 from gates.outcome import rel_diffs
 from gates.training import RUN_STAGE, run_metrics
 from registry.store import FileCheck, RegistryError, check_export, compare_files
-from xtrain.gguf_check import check_gguf
 
 Thresholds = dict[str, Any]
 
