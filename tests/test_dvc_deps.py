@@ -27,7 +27,7 @@ import pytest
 
 from conftest import REPO, scratch_repo
 
-PACKAGES = ("contracts", "xtrain", "gates", "registry", "pipeline")
+PACKAGES = ("contracts", "params", "xtrain", "gates", "registry", "pipeline")
 SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]+\.schema\.json$")
 
 
