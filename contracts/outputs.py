@@ -32,6 +32,8 @@ from contracts.fileio import atomic_write_bytes, canonical_json, naming_the_file
 
 MARKER = ".xtrain-output.json"
 RUN_OUTPUTS = ("checkpoints", "metrics.json", "summary.json", "loss.csv", "eval.csv")
+# The proc launcher's resolved run, in the staging folder while its workers live (xtrain/launch.py).
+LAUNCH_FILE = ".launch.json"
 EXPORT_MANIFEST_FORMAT = "xtrain-export-manifest/1"
 CHECKPOINT_FORMAT = "xtrain-checkpoint/1"
 MAX_RECOGNISED_BYTES = 64 << 20  # a report or manifest larger than this is not one of ours
@@ -98,8 +100,9 @@ def _export_folder(path: Path) -> bool:
 
 
 def _run_folder(path: Path) -> bool:
-    """A run written before markers: only run outputs and the .gitignore DVC keeps there."""
-    return set(os.listdir(path)) <= {*RUN_OUTPUTS, ".gitignore"}
+    """A run written before markers: only run outputs and the .gitignore DVC keeps there (and the launch
+    file of a staging folder whose launcher was killed)."""
+    return set(os.listdir(path)) <= {*RUN_OUTPUTS, ".gitignore", LAUNCH_FILE}
 
 
 def _checkpoint_folder(path: Path) -> bool:

@@ -22,21 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contracts import errors, outputs, yamlfile
+from contracts import errors, outputs
 from contracts.validate import ValidationError
 from gates import catalogue, ci_report, report
 from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
-from xtrain.cli import add_params_args
-from xtrain.config import check_thresholds, load_params
-
-
-def load_thresholds(params: Path) -> dict[str, Any]:
-    raw = yamlfile.load_file(params, hint="run from the repository root or pass --params")
-    if not isinstance(raw, dict) or "gates" not in raw:
-        raise ValidationError(str(params), "gates", "missing required key", "a gates: section")
-    return check_thresholds(raw["gates"], str(params))
+from params.cli import add_params_args
+from params.config import load_params, load_thresholds
 
 
 def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
@@ -94,8 +87,8 @@ def check(args: argparse.Namespace) -> int:
     refuse_folder_outputs(args, root)  # one line naming the flag
     for path, kind in report_outputs(args, root):  # absent, or a previous output of its kind
         outputs.check(path, kind)
-    thresholds = load_thresholds(root / args.params)  # an absolute --params stays absolute
-    params = load_params(root / args.params)  # what the runs must have been (shapes, worlds, config)
+    params = load_params(root / args.params)  # an absolute --params stays absolute
+    thresholds = params.thresholds  # read with what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
     try:
         artifacts = Artifacts(root, DvcLock.read(root), params, catalogue.stages_of(gates))

@@ -18,7 +18,7 @@ from contracts import artifacts as contract
 from contracts.fileio import md5_file
 from contracts.validate import ValidationError
 from gates.dvclock import DvcLock
-from xtrain.config import Params
+from params.config import Params
 
 
 class ArtifactError(Exception):

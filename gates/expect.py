@@ -7,19 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xtrain.config import Params
-
-
-def eval_steps(train: dict[str, Any]) -> list[int]:
-    """The steps xtrain.train evaluates at: 0, every eval_every, and the last step."""
-    every, steps = train["eval_every"], train["steps"]
-    if not every:
-        return []
-    return [0, *(s for s in range(1, steps + 1) if s % every == 0 or s == steps)]
-
-
-def world(params: Params, run: str) -> int:
-    return 1 if run == "single" else params["launchers"][run]["world"]
+from params.cadence import eval_steps
+from params.config import Params
 
 
 def config_hash(params: Params, vocab_size: int) -> str:
@@ -46,8 +35,8 @@ def run_problems(params: Params, run: str, m: dict[str, Any]) -> list[str]:
     got_evals = [e["step"] for e in m["eval"]]
     if got_evals != eval_steps(t):
         out.append(f"{where}: eval steps {got_evals}, params.yaml implies {eval_steps(t)}")
-    if m["world"] != world(params, run):
-        out.append(f"{where}: world {m['world']}, params.yaml says {world(params, run)}")
+    if m["world"] != params.world(run):
+        out.append(f"{where}: world {m['world']}, params.yaml says {params.world(run)}")
     ranks = [r["rank"] for r in m["cross_rank"]["per_rank"]]
     if ranks != list(range(m["world"])):
         out.append(f"{where}: cross_rank lists ranks {ranks} for world {m['world']}")

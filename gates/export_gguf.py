@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from html import escape
 
+from contracts.gguf_check import GGUF_FILE, check_gguf
 from gates.artifacts import Artifacts
 from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, passed
-from xtrain.gguf_check import GGUF_FILE, check_gguf
 
 EXPORTS = ("fresh", "pinned")
 READ = (GGUF_FILE, "model.safetensors", "config.json", "tokenizer.json")
@@ -37,7 +37,7 @@ def export_gguf(a: Artifacts) -> Outcome:
             f"{len(problems)} problems",
             "every tensor bitwise, metadata equal",
             "; ".join(problems[:8]) + ". Next: xtrain/gguf_export.py (names, types, metadata) and "
-            "python -c 'from xtrain.gguf_check import check_gguf; ...' on the export",
+            "python -c 'from contracts.gguf_check import check_gguf; ...' on the export",
         )
     return passed(
         "equal",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gates.expect import eval_steps
+from params.cadence import eval_steps
 from registry.store import Entry, Registry
 
 

@@ -3,7 +3,7 @@
 The pipeline's own runs never take the feature paths (dropout 0, grad_accum 1, no recompute, no
 resume), so a bug there passes every other gate: the seed design shipped dropout silently off
 under DDP (T21). The pilot stage trains each cell of params.yaml pilot.cells.<profile> for a few
-steps on single, thread and proc (xtrain/pilot_cells.py); per launcher this gate checks:
+steps on single, thread and proc (params/pilot_cells.py); per launcher this gate checks:
 
 1. DDP equivalence (thread, proc): the cell's run against the cell's single-device run, with the
    DDP gate's own function (gates/ddp.py equivalence: samples and dropout masks exact, step 0,
@@ -29,8 +29,8 @@ from gates.artifacts import Artifacts
 from gates.ddp import Check
 from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
-from xtrain.config import Params
-from xtrain.pilot_cells import CELLS, cell_params, cells_for, pilot_section
+from params.config import Params
+from params.pilot_cells import CELLS, cell_params, cells_for, pilot_section
 
 Metrics = dict[str, Any]
 STAGE = "pilot"

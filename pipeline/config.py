@@ -14,7 +14,7 @@ import sys
 import yaml
 
 from contracts.errors import cli
-from xtrain.config import DEFAULT_PARAMS, load_params, set_in_file
+from params.config import DEFAULT_PARAMS, load_params, set_in_file
 
 
 def parser() -> argparse.ArgumentParser:

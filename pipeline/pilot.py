@@ -2,7 +2,7 @@
 
 python -m pipeline.pilot [--set k=v] [--cells C ...] [--launchers L ...] [--out runs/pilot]
 
-The cells of the active profile are params.yaml pilot.cells.<profile> (xtrain/pilot_cells.py says
+The cells of the active profile are params.yaml pilot.cells.<profile> (params/pilot_cells.py says
 what each turns on); each cell's reference cell runs too. single and thread train in this process;
 proc is one torchrun job (launchers.proc.world workers) that trains every cell in turn. Everything
 is written to runs/.pilot.partial and replaces runs/pilot only when every run succeeded:
@@ -23,11 +23,11 @@ from pathlib import Path
 from contracts.errors import XtrainError, report
 from contracts.fileio import atomic_write_json, replace_directory
 from contracts.validate import load_schema, validate
+from params.config import Params
+from params.pilot_cells import CELLS, cell_sets, cells_for, pilot_section
 from pipeline import stage
 from xtrain import launch
-from xtrain.config import Params
 from xtrain.pilot import cell_specs, drop_checkpoints, run_here
-from xtrain.pilot_cells import CELLS, cell_sets, cells_for, pilot_section
 
 FORMAT = "xtrain-pilot/1"
 

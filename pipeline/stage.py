@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Callable
 
 from contracts.errors import KNOWN, report
-from xtrain.cli import add_params_args
-from xtrain.config import Params, load_params
+from params.cli import add_params_args
+from params.config import Params, load_params
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -19,14 +19,15 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from contracts import artifacts
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
+from params.cli import add_params_args
+from params.config import LaunchConfig, load_params
 from xtrain import launch, proctree, rundir
-from xtrain.cli import add_params_args
-from xtrain.config import LaunchConfig, load_params
 from xtrain.train import RunSpec
 
 
@@ -76,13 +77,16 @@ def train_here(args: argparse.Namespace) -> int:
     return 0
 
 
-def torchrun_worker(args: argparse.Namespace) -> int:
+Resolve = Callable[[], tuple[LaunchConfig, RunSpec, bool | None]]
+
+
+def torchrun_worker(resolve: Resolve) -> int:
     """A torchrun worker: dies with its agent (and with our launcher, xtrain/proctree.py); a failure
     is one line naming the rank, then a hard exit."""
     launch.die_with_parent()
     rank = int(os.environ["RANK"])
     guard = proctree.guard_worker(rank)
-    code = worker_body(args, rank)
+    code = worker_body(resolve, rank)
     if code == 0:
         if guard is not None:
             guard.mark(0)
@@ -94,10 +98,10 @@ def torchrun_worker(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
-def worker_body(args: argparse.Namespace, rank: int) -> int:
+def worker_body(resolve: Resolve, rank: int) -> int:
     try:
-        cfg, spec = load(args)
-        launch.run_proc_rank(spec, cfg.timeout_s, cfg.grad_sync)
+        cfg, spec, kept = resolve()
+        launch.run_proc_rank(spec, cfg.timeout_s, cfg.grad_sync, kept=kept)
     except ValidationError as e:  # the same on every rank: rank 0 says it
         return report(e) if rank == 0 else e.exit_code
     except (XtrainError, OSError) as e:
@@ -110,8 +114,7 @@ def worker_body(args: argparse.Namespace, rank: int) -> int:
 
 def worlds(params_path: str, overrides: list[str]) -> dict[str, int]:
     """Each launcher's world as the launchers will use it: the one route (docs/world-sizes.md)."""
-    cfg = load_params(params_path, overrides).launch_config()
-    return {"thread": cfg.thread_world, "proc": cfg.proc_world}
+    return load_params(params_path, overrides).worlds()
 
 
 def proc_command(argv: list[str]) -> list[str]:
@@ -121,15 +124,16 @@ def proc_command(argv: list[str]) -> list[str]:
     return launch.torchrun_cmd(world, "pipeline.train", *argv)
 
 
-def start_torchrun(argv: list[str]) -> int:
-    """torchrun as this launcher's process tree; the finished run is committed here, while alive."""
-    args = parse_args(argv)
-    cfg = load_params(args.params, args.overrides).launch_config()
+def start_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
+    """torchrun as this launcher's process tree; the finished run is committed here, while alive.
+    params are resolved here, once: the workers read the resolved run from the staging directory."""
+    cfg, spec = load(args)  # every input validated before anything is touched
     world = args.world or cfg.proc_world
     cmd = launch.torchrun_cmd(world, "pipeline.train", *argv)
     print(f"[proc] {shlex.join(cmd)}", flush=True)
+    launch_file = launch.stage_launch(spec, cfg)
     try:
-        code = proctree.supervise(cmd, world, cfg.timeout_s)
+        code = proctree.supervise(cmd, world, cfg.timeout_s, {launch.LAUNCH_ENV: str(launch_file)})
     except proctree.Interrupted as e:
         print(
             f"error: launcher: {e}: its torchrun agent and workers were killed; {run_dir(args)} is unchanged",
@@ -139,6 +143,8 @@ def start_torchrun(argv: list[str]) -> int:
         return 128 + e.signum
     except proctree.TreeFailed as e:
         return report(e)
+    finally:
+        launch.unstage_launch(launch_file)
     if code == 0:
         proctree.commit(run_dir(args))
     return code
@@ -150,17 +156,20 @@ def launch_locked(args: argparse.Namespace, argv: list[str]) -> int:
     rundir.preflight(run_dir(args), args.resume)  # read-only: a refusal creates not even the lock file
     with rundir.locked(run_dir(args)):  # the launcher lives as long as its tree (xtrain/proctree.py)
         rundir.preflight(run_dir(args), args.resume)  # again, now that no other writer can change it
-        code = start_torchrun(argv) if args.launcher == "proc" else train_here(args)
+        code = start_torchrun(args, argv) if args.launcher == "proc" else train_here(args)
         if code == 0:  # also on a torchrun worker's write: read it back
             artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "RANK" in os.environ and launch.LAUNCH_ENV in os.environ and proctree.launcher_commits():
+        # a worker of our launcher: it resolved the run once; argv and params.yaml are not read again
+        return torchrun_worker(lambda: launch.read_launch(os.environ[launch.LAUNCH_ENV]))
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    if "RANK" in os.environ and args.launcher == "proc":  # a torchrun worker (one node or many)
-        return torchrun_worker(args)
+    if "RANK" in os.environ and args.launcher == "proc":  # a worker of a bare torchrun (multi-node)
+        return torchrun_worker(lambda: (*load(args), None))
     proctree.die_with_caller()
     try:
         return launch_locked(args, argv)

@@ -27,6 +27,7 @@ from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
 from contracts.validate import load_schema, validate
+from params.cli import add_params_args
 from registry import index
 from registry.baselines import bless_baseline
 from registry.checks import (
@@ -49,13 +50,12 @@ from registry.store import (
     write_once,
 )
 from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.cli import add_params_args
 
 MIN_REASON = 10
 
 
 def default_model(params: str) -> str:
-    from xtrain.config import load_params
+    from params.config import load_params
 
     return check_name(load_params(params)["export"]["pinned_model"], params, "export.pinned_model")
 

@@ -160,7 +160,7 @@ def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
 @functools.cache
 def params_train() -> dict:
     """params.yaml's train section on the CPU profile: the values a tiny config does not set (as the CLI runs)."""
-    from xtrain.config import load_params
+    from params.config import load_params
 
     return dict(load_params(str(PARAMS), ["profile=cpu"])["train"])
 
@@ -168,7 +168,7 @@ def params_train() -> dict:
 def tiny_run_config(
     vocab_size: int, model: dict | None = None, train: dict | None = None, seed: int = TINY_SEED
 ):
-    from xtrain.config import ModelConfig, RunConfig, TrainConfig
+    from params.config import ModelConfig, RunConfig, TrainConfig
 
     m = {"vocab_size": vocab_size, **TINY_MODEL, **(model or {})}
     t = {**params_train(), **TINY_TRAIN, "cpu_threads": 1, **(train or {})}

@@ -21,8 +21,8 @@ import torch
 
 from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_run_config, tiny_spec
 from gates import ddp
-from gates.__main__ import load_thresholds
 from gates.outcome import Outcome
+from params.config import load_thresholds
 from xtrain import faults
 from xtrain.data import TokenData, step_batch
 from xtrain.fingerprint import hash32

@@ -17,8 +17,8 @@ import torch
 
 from conftest import PARAMS
 from gates import ddp
-from gates.__main__ import load_thresholds
 from gates.outcome import Outcome
+from params.config import load_thresholds
 from xtrain import faults
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -27,7 +27,7 @@ import pytest
 
 from conftest import REPO, scratch_repo
 
-PACKAGES = ("contracts", "xtrain", "gates", "registry", "pipeline")
+PACKAGES = ("contracts", "params", "xtrain", "gates", "registry", "pipeline")
 SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]+\.schema\.json$")
 
 
@@ -185,7 +185,7 @@ def test_only_real_imports_and_explicit_module_runs_count() -> None:
     """Negative controls: a string that happens to be a package name is not an import; every form
     of a real import, and a module run explicitly, is."""
     assert names('x = "gates"\nprint("xtrain.model", "-m")\n') == set()
-    assert "gates/__init__.py" not in closure("pipeline.corpus")  # xtrain/config.py says "gates"
+    assert "gates/__init__.py" not in closure("pipeline.corpus")  # params/config.py says "gates"
     assert names("import xtrain.model\nfrom gates import bisect\n") >= {
         "xtrain.model",
         "gates",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_MODEL, TINY_SEED, TINY_TRAIN, scratch_repo, tiny_text
-from xtrain.config import set_in_file
+from params.config import set_in_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

@@ -64,9 +64,9 @@ def test_export_has_the_qwen3_layout(checkpoint: Path, tmp_path: Path) -> None:
     with safe_open(tmp_path / "e" / "model.safetensors", "pt") as f:
         names = set(f.keys())
         assert f.metadata() == {"format": "pt"}
+    from params.config import ModelConfig
     from xtrain.checkpoint import read_state
     from xtrain.checkpoint_dir import resolve_checkpoint
-    from xtrain.config import ModelConfig
 
     expected = hf_tensor_names(ModelConfig(**read_state(resolve_checkpoint(checkpoint))["config"]["model"]))
     assert names == set(expected)
@@ -200,7 +200,7 @@ def test_model_card_loads_and_is_byte_stable(checkpoint: Path, tmp_path: Path, m
 def test_gguf_reads_back_equal_to_the_safetensors(checkpoint: Path, tmp_path: Path, dtype: str) -> None:
     import gguf
 
-    from xtrain.gguf_check import check_gguf
+    from contracts.gguf_check import check_gguf
 
     manifest = export(checkpoint, tmp_path / "e", dtype)
     result = check_gguf(tmp_path / "e")
@@ -215,7 +215,7 @@ def test_gguf_reads_back_equal_to_the_safetensors(checkpoint: Path, tmp_path: Pa
 def test_gguf_check_catches_a_flipped_tensor_byte(checkpoint: Path, tmp_path: Path) -> None:
     import gguf
 
-    from xtrain.gguf_check import check_gguf
+    from contracts.gguf_check import check_gguf
 
     export(checkpoint, tmp_path / "e", "fp32")
     path = tmp_path / "e" / "model.gguf"
@@ -230,7 +230,7 @@ def test_gguf_check_catches_a_flipped_tensor_byte(checkpoint: Path, tmp_path: Pa
 
 
 def test_gguf_check_catches_metadata_that_disagrees_with_config(checkpoint: Path, tmp_path: Path) -> None:
-    from xtrain.gguf_check import check_gguf
+    from contracts.gguf_check import check_gguf
 
     export(checkpoint, tmp_path / "e", "fp32")
     cfg_path = tmp_path / "e" / "config.json"

@@ -21,10 +21,10 @@ from conftest import PARAMS, REPO
 from contracts.validate import load_json, load_schema
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 from gates.__main__ import main as gates_main
+from params.config import load_params
+from params.pilot_cells import CELLS, cells_for
 from registry import index as registry_index
-from xtrain.config import load_params
 from xtrain.export import export
-from xtrain.pilot_cells import CELLS, cells_for
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

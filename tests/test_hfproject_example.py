@@ -13,8 +13,8 @@ from pathlib import Path
 
 from conftest import REPO
 from gates.dvclock import DvcLock
+from params.config import load_params
 from runrecord.recorder import config_hash
-from xtrain.config import load_params
 
 EXAMPLE = REPO / "examples" / "hf-trainer"
 

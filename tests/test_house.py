@@ -3,8 +3,10 @@
 - argv is parsed only at the edge: `pipeline/`, a package's `__main__.py`, or a `cli.py`; the
   library packages (xtrain, gates, registry, contracts) never import argparse or read sys.argv;
 - xtrain never reads params.yaml itself (`load_params`): the entry points pass typed config down;
-- imports point down: pipeline -> gates -> registry -> xtrain -> contracts (contracts imports no
-  project package; registry no gates; nothing below pipeline imports it);
+- imports point down: pipeline -> gates -> registry -> xtrain -> params -> contracts (contracts
+  imports no project package; params only contracts; registry no gates; nothing below pipeline
+  imports it); gates never imports xtrain, not even through registry (the judge does not stand on
+  the trainer); params (params.yaml's one loader) never imports torch;
 - every function reads in one screen: at most 60 lines;
 - a library module that was a command says where the command went, exit 2 (never a silent 0).
 
@@ -23,17 +25,23 @@ import pytest
 
 from conftest import REPO
 
-LIBRARIES = ("xtrain", "gates", "registry", "contracts", "runrecord")
+LIBRARIES = ("xtrain", "gates", "registry", "params", "contracts", "runrecord")
 PACKAGES = (*LIBRARIES, "pipeline")
 MAX_FUNCTION_LINES = 60
 # Each package and the project packages it may import (itself included): imports point down.
 MAY_IMPORT = {
     "contracts": {"contracts"},
-    "xtrain": {"contracts", "xtrain"},
-    "registry": {"contracts", "xtrain", "registry"},
-    "gates": {"contracts", "xtrain", "registry", "gates"},
+    "params": {"contracts", "params"},
+    "xtrain": {"contracts", "params", "xtrain"},
+    "registry": {"contracts", "params", "xtrain", "registry"},
+    "gates": {"contracts", "params", "registry", "gates"},  # never xtrain: the judge reads artifacts
     "pipeline": set(PACKAGES),
-    "runrecord": {"contracts", "xtrain", "runrecord"},  # the recording API: a user's loop imports it
+    "runrecord": {
+        "contracts",
+        "params",
+        "xtrain",
+        "runrecord",
+    },  # the recording API: a user's loop imports it
 }
 
 
@@ -127,11 +135,7 @@ def test_every_function_reads_in_one_screen() -> None:
 
 
 def test_xtrain_never_reads_params_yaml_itself() -> None:
-    bad = {
-        rel(p): reads
-        for p in sources(("xtrain",))
-        if rel(p) != "xtrain/config.py" and (reads := params_reads(parse(p)))
-    }
+    bad = {rel(p): reads for p in sources(("xtrain",)) if (reads := params_reads(parse(p)))}
     assert not bad, f"xtrain reads params.yaml (load_params belongs to the entry points): {bad}"
 
 
@@ -152,11 +156,68 @@ def test_the_rules_scan_real_code() -> None:
     assert project_imports(parse(REPO / "registry" / "baselines.py")) >= {"contracts", "registry"}
 
 
-# xtrain module that was a command -> the pipeline module that is its command now
+def modules_of(package: str) -> list[str]:
+    return sorted(".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / package).rglob("*.py"))
+
+
+def loaded_by(modules: list[str]) -> set[str]:
+    """The top-level packages in sys.modules after a fresh interpreter imports `modules`."""
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules)
+    code += "print(' '.join(sorted({n.split('.')[0] for n in sys.modules})))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return set(proc.stdout.split())
+
+
+def torch_imports(tree: ast.AST) -> list[str]:
+    """`line: what` for every import of torch (or a torch submodule), also inside functions."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [
+                f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == "torch"
+            ]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "torch"
+        ):
+            found.append(f"{node.lineno}: from {node.module}")
+    return found
+
+
+def test_params_never_imports_torch() -> None:
+    """params is the ground floor every reader stands on, torch-free: read in the source and in a
+    fresh interpreter (where an indirect import would show too)."""
+    bad = {rel(p): found for p in sources(("params",)) if (found := torch_imports(parse(p)))}
+    assert not bad, f"params imports torch: {bad}"
+    assert "torch" not in loaded_by(modules_of("params"))
+
+
+def test_gates_never_imports_xtrain_not_even_through_registry() -> None:
+    """Every gates module, imported in a fresh interpreter, leaves no xtrain module (nor torch) behind."""
+    loaded = loaded_by(modules_of("gates"))
+    assert "params" in loaded and not {"xtrain", "torch"} & loaded, sorted(loaded)
+
+
+def test_the_torch_and_xtrain_probes_catch() -> None:
+    """Negative controls: a torch import in the source is found, the fresh-interpreter probe sees
+    xtrain when a module does pull it in (registry/__main__.py imports xtrain.checkpoint_dir), and
+    the layer table refuses gates -> xtrain and params -> gates."""
+    assert torch_imports(ast.parse("def f():\n    import torch.nn as nn\n")) == ["2: import torch.nn"]
+    assert torch_imports(ast.parse("from torch import nn\n")) == ["1: from torch"]
+    assert not torch_imports(ast.parse("import torchvision_free\nfrom .torch import x\n"))
+    assert "xtrain" in loaded_by(["registry.__main__"])
+    tree = ast.parse("from xtrain.config import Params\n")
+    assert project_imports(tree) - MAY_IMPORT["gates"] == {"xtrain"}
+    assert project_imports(ast.parse("import gates.expect\n")) - MAY_IMPORT["params"] == {"gates"}
+
+
+# xtrain module that was a command -> the pipeline module that is its command now (xtrain.config
+# moved out of xtrain: it is params.config, which names the same new home)
 MOVED = dict(
     pair.split(":")
     for pair in [
-        "config:config",
         "launch:train",
         "export:export",
         "bench:bench",
@@ -177,6 +238,16 @@ def test_a_moved_command_names_its_new_home(module: str) -> None:
     assert proc.stderr.strip() == f"error: python -m xtrain.{module}: {expected}"
 
 
+def test_params_config_names_the_config_command() -> None:
+    """xtrain.config went to the ground floor (params.config); `-m` of it still names pipeline.config."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "params.config", "show"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 2, proc.stderr
+    expected = "moved; run python -m pipeline.config (the same arguments)"
+    assert proc.stderr.strip() == f"error: python -m params.config: {expected}"
+
+
 # ---- negative controls: each checker catches a synthetic violation --------------------------------
 
 ARGV_CASES = {
@@ -193,7 +264,7 @@ def test_the_argv_check_catches(case: str) -> None:
     assert argv_uses(ast.parse(ARGV_CASES[case]))
     assert not at_the_edge("xtrain/launch.py") and not at_the_edge("gates/perf.py")
     assert (
-        at_the_edge("pipeline/train.py") and at_the_edge("gates/__main__.py") and at_the_edge("xtrain/cli.py")
+        at_the_edge("pipeline/train.py") and at_the_edge("gates/__main__.py") and at_the_edge("params/cli.py")
     )
 
 
@@ -212,9 +283,9 @@ def test_the_length_check_catches_a_long_function() -> None:
 
 
 def test_the_params_check_catches_a_read() -> None:
-    assert params_reads(ast.parse("from xtrain.config import load_params\n"))
-    assert params_reads(ast.parse("import xtrain.config as c\nc.load_params('params.yaml')\n"))
-    assert not params_reads(ast.parse("from xtrain.config import RunConfig\n"))
+    assert params_reads(ast.parse("from params.config import load_params\n"))
+    assert params_reads(ast.parse("import params.config as c\nc.load_params('params.yaml')\n"))
+    assert not params_reads(ast.parse("from params.config import RunConfig\n"))
 
 
 def test_the_layer_check_catches_an_upward_import() -> None:

@@ -22,8 +22,8 @@ from gate_tree import edit, seal
 from gates import html_report, report
 from gates.__main__ import main as gates_main
 from gates.outcome import Outcome
-from xtrain.config import load_params
-from xtrain.pilot_cells import CELLS, cells_for
+from params.config import load_params
+from params.pilot_cells import CELLS, cells_for
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 # the real artifact tree of tests/gate_tree.py (built once per session), copied per test

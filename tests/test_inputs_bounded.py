@@ -19,7 +19,7 @@ import yaml
 
 from conftest import REPO, TINY_OVERRIDES, TinyData, tiny_cli
 from contracts.validate import ValidationError
-from xtrain.config import load_params
+from params.config import load_params
 from xtrain.tokenizer import load_tokens, save_tokens
 
 PARAMS = (REPO / "params.yaml").read_text()
@@ -172,7 +172,7 @@ def test_nonsense_thresholds_are_refused_by_every_reader(override: str, tmp_path
         load_params(REPO / "params.yaml", ["profile=cpu", override])
     assert e.value.key == key and str(e.value).startswith(str(REPO / "params.yaml")), str(e.value)
     # the gates read the file themselves: write the edit in and ask them
-    from gates.__main__ import load_thresholds
+    from params.config import load_thresholds
 
     raw = yaml.safe_load(PARAMS)
     node = raw
@@ -188,7 +188,7 @@ def test_nonsense_thresholds_are_refused_by_every_reader(override: str, tmp_path
 
 def test_the_thresholds_in_use_are_accepted() -> None:
     """Control: the committed thresholds (both devices) pass the tighter schema."""
-    from gates.__main__ import load_thresholds
+    from params.config import load_thresholds
 
     assert load_thresholds(REPO / "params.yaml")["loss_match"]["max_rel"] == 1e-3
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO
 from contracts.errors import XtrainError
-from xtrain.config import load_params, set_in_file
+from params.config import load_params, set_in_file
 
 settings.register_profile(
     "ci", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True

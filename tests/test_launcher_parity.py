@@ -16,8 +16,8 @@ import pytest
 
 from conftest import PARAMS, TinyData, tiny_spec
 from gates import ddp
-from gates.__main__ import load_thresholds
 from gates.outcome import Outcome
+from params.config import load_thresholds
 from test_ddp_gate import DROPOUT, metrics, torchrun
 from xtrain.launch import run_threads
 

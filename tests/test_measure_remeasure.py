@@ -25,7 +25,7 @@ from gate_tree import write_pipeline
 from gates.artifacts import Artifacts
 from gates.dvclock import DvcLock
 from gates.scaling import scaling
-from xtrain.config import ScalingConfig, load_params
+from params.config import ScalingConfig, load_params
 from xtrain.remeasure import Remeasure, remeasure, wants_another_round
 from xtrain.scaling_bench import Measured, measure_worlds
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from xtrain.config import ModelConfig
+from params.config import ModelConfig
 from xtrain.model import build_model
 
 

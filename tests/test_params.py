@@ -11,7 +11,7 @@ import yaml
 
 from conftest import PARAMS, REPO
 from contracts.validate import ValidationError
-from xtrain.config import load_params, resolve
+from params.config import load_params, resolve
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""The pilot's cells (xtrain/pilot_cells.py) and the dropout fingerprint under recompute: no launcher."""
+"""The pilot's cells (params/pilot_cells.py) and the dropout fingerprint under recompute: no launcher."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from conftest import PARAMS, tiny_run_config
+from params.config import load_params
+from params.pilot_cells import CELLS, FEATURES_OFF, cell_params, cells_for
 from xtrain import faults
-from xtrain.config import load_params
 from xtrain.model import build_model
-from xtrain.pilot_cells import CELLS, FEATURES_OFF, cell_params, cells_for
 
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])

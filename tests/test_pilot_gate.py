@@ -29,11 +29,10 @@ from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData
 from contracts.validate import load_schema, validate
 from gate_tree import copy_tree, write_pipeline
 from gates import pilot
-from gates.__main__ import load_thresholds
 from gates.artifacts import Artifacts
 from gates.dvclock import DvcLock
-from xtrain.config import load_params, set_in_file
-from xtrain.pilot_cells import cells_for
+from params.config import load_params, load_thresholds, set_in_file
+from params.pilot_cells import cells_for
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

@@ -23,7 +23,7 @@ def threads() -> int:
 BUILD_SPEC = (
     PRELUDE
     + """
-from xtrain.config import load_params
+from params.config import load_params
 from xtrain.launch import build_spec
 before = threads()
 build_spec(load_params(sys.argv[1], ["train.seq_len=16"]), "thread", None, sys.argv[2], sys.argv[3], False)
@@ -46,7 +46,7 @@ print(threads() - before)
 RANK_SHARES = (
     PRELUDE
     + """
-from xtrain.config import load_params
+from params.config import load_params
 from xtrain.launch import build_spec, run_threads
 spec = build_spec(load_params(sys.argv[1], ["train.cpu_threads=2"]), "thread", None, sys.argv[2], sys.argv[3], False)
 shares = [run_threads(spec, w, 30, target=lambda s, c: torch.get_num_threads()) for w in (1, 2)]

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import PARAMS, REPO, TINY_MODEL, TINY_SEED, TINY_TRAIN, TinyData
 from contracts.validate import ValidationError
+from params.config import set_in_file
 from pipeline.train import proc_command, worlds
-from xtrain.config import set_in_file
 
 
 @pytest.fixture

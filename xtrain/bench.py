@@ -26,9 +26,9 @@ import torch.nn.functional as F
 
 from contracts.errors import moved
 from contracts.perf_record import median_spread
+from params.config import ModelConfig, RunConfig, TrainConfig
 from xtrain import determinism
 from xtrain.comm import Communicator, FlatGrads, SingleComm
-from xtrain.config import ModelConfig, RunConfig, TrainConfig
 from xtrain.data import TokenData, micro_batches
 from xtrain.model import build_model, flops_per_token
 from xtrain.optim import build_optimizer

@@ -30,8 +30,8 @@ import torch
 
 from contracts import artifacts
 from contracts.fileio import md5_file
+from params.config import ModelConfig
 from xtrain.checkpoint import load_model_tensors, load_weights, read_state
-from xtrain.config import ModelConfig
 from xtrain.export import DTYPES
 from xtrain.model import Transformer
 from xtrain.onnx_engine import OnnxEngine, onnx_bytes, perturbed

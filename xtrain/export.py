@@ -32,9 +32,9 @@ from contracts import artifacts, outputs
 from contracts.errors import moved
 from contracts.fileio import canonical_json, md5_file, read_regular
 from contracts.validate import ValidationError
+from params.config import ModelConfig
 from xtrain.checkpoint import load_weights, read_state
 from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.config import ModelConfig
 from xtrain.corpus import EOT
 from xtrain.gguf_export import write_gguf
 from xtrain.model_card import model_card

@@ -31,11 +31,13 @@ from typing import Any
 
 import torch
 
+from contracts import outputs
 from contracts.errors import XtrainError, moved, one_line
-from contracts.validate import ValidationError
+from contracts.fileio import atomic_write_json
+from contracts.validate import ValidationError, load_json
+from params.config import LaunchConfig, Params, RunConfig, check_world
 from xtrain import determinism, faults, proctree, rundir
 from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.config import LaunchConfig, Params, check_world
 from xtrain.data import TokenData
 from xtrain.env import fingerprint
 from xtrain.model import build_model
@@ -43,6 +45,8 @@ from xtrain.tokenizer import load_tokenizer
 from xtrain.train import RankResult, RunSpec, metrics_dict, train_rank, write_metrics
 
 LAUNCHERS = ("single", "thread", "proc")
+LAUNCH_ENV = "XTRAIN_LAUNCH_FILE"  # a worker of our proc launcher: where its resolved run is
+LAUNCH_FORMAT = "xtrain-launch/1"
 
 
 class RankFailed(XtrainError, RuntimeError):
@@ -109,17 +113,22 @@ def _prepare_process(spec: RunSpec, device: torch.device, ranks_on_host: int) ->
 
 
 @contextlib.contextmanager
-def staged(spec: RunSpec, writer: bool, commit: bool = True) -> Iterator[RunSpec]:
+def staged(spec: RunSpec, writer: bool, commit: bool = True, kept: bool | None = None) -> Iterator[RunSpec]:
     """The spec, writing into the staging directory; it replaces the run directory if the body succeeds
     (with commit=False the caller's launcher does that: xtrain/proctree.py).
 
     Only the writer (rank 0) creates, commits or discards it; the other ranks read it to resume.
+    `kept` given: the launcher prepared it already (stage_launch) and says whether it holds an
+    interrupted run's checkpoints.
     """
     if spec.run_dir is None:
         yield spec
         return
-    kept = writer and rundir.resumes_partial(spec.run_dir, spec.resume)  # never discarded on failure
-    staging = rundir.prepare(spec.run_dir, spec.resume) if writer else rundir.partial_dir(spec.run_dir)
+    if kept is None:
+        kept = writer and rundir.resumes_partial(spec.run_dir, spec.resume)  # never discarded on failure
+        staging = rundir.prepare(spec.run_dir, spec.resume) if writer else rundir.partial_dir(spec.run_dir)
+    else:
+        staging = rundir.partial_dir(spec.run_dir)
     start = rundir.latest_name(staging)
     try:
         yield dataclasses.replace(spec, run_dir=str(staging))
@@ -199,8 +208,9 @@ def run_proc_rank(
     timeout_s: float,
     grad_sync: str,
     target: Callable[[RunSpec, Communicator], Any] = rank_main,
+    kept: bool | None = None,
 ) -> Any:
-    """Body of one torchrun worker: rank and world come from torchrun's environment."""
+    """Body of one torchrun worker: rank and world come from torchrun's environment; `kept`: see staged."""
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -208,7 +218,8 @@ def run_proc_rank(
     check_world(spec.run.train, world, "torchrun --nproc-per-node (WORLD_SIZE)")
     device = device_for(spec.run.train.device, local_rank)
     spec = _prepare_process(spec, device, local_world)
-    with staged(spec, writer=rank == 0, commit=not proctree.launcher_commits()) as spec, cuda_device(device):
+    commit = not proctree.launcher_commits()
+    with staged(spec, writer=rank == 0, commit=commit, kept=kept) as spec, cuda_device(device):
         comm = ProcComm(rank, world, device, timeout_s, grad_sync)
         comm.barrier()  # rank 0 has prepared the staging directory before anyone reads it
         try:
@@ -288,6 +299,49 @@ def build_spec(
         tokenizer_path=tokenizer,
         resume=resume,
     )
+
+
+def stage_launch(spec: RunSpec, cfg: LaunchConfig) -> Path:
+    """The proc launcher resolves once: it prepares the staging directory and writes the resolved run
+    there (outputs.LAUNCH_FILE), and its torchrun workers read that instead of argv and params.yaml."""
+    assert spec.run_dir is not None
+    kept = rundir.resumes_partial(spec.run_dir, spec.resume)  # before prepare: an interrupted run's
+    path = rundir.prepare(spec.run_dir, spec.resume) / outputs.LAUNCH_FILE
+    record = {
+        "format": LAUNCH_FORMAT,
+        "run": spec.run.to_dict(),
+        "config_hash": spec.run.config_hash(),
+        "launch": dataclasses.asdict(cfg),
+        "kept": kept,
+        **{k: getattr(spec, k) for k in ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")},
+    }
+    atomic_write_json(path, record)
+    return path
+
+
+def read_launch(path: str | Path) -> tuple[LaunchConfig, RunSpec, bool]:
+    """A worker's view of stage_launch's file: the launch settings, the run spec and `kept`."""
+    d = load_json(str(path))
+    if not isinstance(d, dict) or d.get("format") != LAUNCH_FORMAT:
+        raise ValidationError(
+            str(path), "format", f"not a launch file ({LAUNCH_FORMAT})", "written by pipeline/train.py"
+        )
+    run = RunConfig.from_dict(d["run"])
+    if run.config_hash() != d["config_hash"]:  # the JSON round trip must keep the identity
+        raise ValidationError(
+            str(path), "config_hash", f"{d['config_hash']} read back as {run.config_hash()}"
+        )
+    keys = ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")
+    spec = RunSpec(run=run, **{k: d[k] for k in keys})
+    return LaunchConfig(**d["launch"]), spec, bool(d["kept"])
+
+
+def unstage_launch(path: Path) -> None:
+    """After the tree: the launch file goes (a run holds only outputs), and with it a staging
+    directory that holds nothing else (no worker got to train: as if nothing had been touched)."""
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: checkpoints to resume from, or the finished run
+        path.parent.rmdir()
 
 
 def run_local(spec: RunSpec, launcher: str, cfg: LaunchConfig, world: int | None = None) -> None:

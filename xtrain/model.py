@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from xtrain.config import ModelConfig
+from params.config import ModelConfig
 from xtrain.fingerprint import hash32
 
 

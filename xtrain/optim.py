@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from xtrain.config import TrainConfig
+from params.config import TrainConfig
 
 
 def build_optimizer(model: nn.Module, t: TrainConfig) -> torch.optim.AdamW:

@@ -1,4 +1,4 @@
-"""Running the pilot's cells (xtrain/pilot_cells.py) through the launchers.
+"""Running the pilot's cells (params/pilot_cells.py) through the launchers.
 
 Every run is the real launcher code: `single` and `thread` in this process, `proc` in one torchrun
 job that trains every cell in turn over one process group (launch.run_proc_many). A run trains
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
+from params.config import Params
+from params.pilot_cells import cell_params, pilot_section
 from xtrain import launch
-from xtrain.config import Params
-from xtrain.pilot_cells import cell_params, pilot_section
 from xtrain.train import RunSpec
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from xtrain.config import ModelConfig
+from params.config import ModelConfig
 from xtrain.model import Attention, Dropout
 
 PROBE_P = 0.1  # the pilot's dropout cell rate

@@ -284,12 +284,14 @@ def signals_raise() -> Iterator[None]:
 class Tree:
     """A torchrun command run as this launcher's tree (see the module docstring)."""
 
-    def __init__(self, cmd: list[str], world: int, timeout_s: float) -> None:
+    def __init__(
+        self, cmd: list[str], world: int, timeout_s: float, env: dict[str, str] | None = None
+    ) -> None:
         self.world, self.timeout_s = world, timeout_s
         self.first_beat: float | None = None  # when the launcher first saw a rank's heartbeat
         self.beats = Path(tempfile.mkdtemp(prefix="xtrain-tree-"))
         me = os.getpid()
-        env = {**os.environ, LAUNCHER_ENV: str(me), HEARTBEAT_ENV: str(self.beats)}
+        env = {**os.environ, **(env or {}), LAUNCHER_ENV: str(me), HEARTBEAT_ENV: str(self.beats)}
         self.agent = subprocess.Popen(
             cmd, env=env, start_new_session=True, preexec_fn=lambda: _agent_preexec(me)
         )
@@ -439,11 +441,11 @@ def commit(run_dir: str | Path) -> None:
     rundir.commit(staging, run_dir)
 
 
-def supervise(cmd: list[str], world: int, timeout_s: float) -> int:
-    """Run torchrun as this launcher's tree; its exit status, or TreeFailed / Interrupted.
-    Whatever way this returns or raises, no process of the tree is left."""
+def supervise(cmd: list[str], world: int, timeout_s: float, env: dict[str, str] | None = None) -> int:
+    """Run torchrun as this launcher's tree (`env` added to its environment); its exit status, or
+    TreeFailed / Interrupted. Whatever way this returns or raises, no process of the tree is left."""
     with signals_raise():
-        tree = Tree(cmd, world, timeout_s)
+        tree = Tree(cmd, world, timeout_s, env)
         try:
             return tree.watch()
         finally:

@@ -28,7 +28,7 @@ from typing import Any
 
 from contracts.errors import moved
 from contracts.perf_record import judged_spread
-from xtrain.config import LaunchConfig, RunConfig, ScalingConfig
+from params.config import LaunchConfig, RunConfig, ScalingConfig
 from xtrain.remeasure import Remeasure
 
 FORMAT = "xtrain-scaling/1"

@@ -21,11 +21,12 @@ from torch import nn
 from contracts import artifacts
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
+from params.cadence import eval_due
+from params.config import RunConfig, TrainConfig
 from xtrain import faults, perf_hooks
 from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.checkpoint_dir import CheckpointDir, NothingToResume
 from xtrain.comm import Communicator, FlatGrads
-from xtrain.config import RunConfig, TrainConfig
 from xtrain.data import TokenData, eval_batches, step_batch
 from xtrain.determinism import derive_seed
 from xtrain.fingerprint import StepLedger
@@ -235,11 +236,6 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def eval_due(t: TrainConfig, done: int) -> bool:
-    """Evaluate every eval_every steps and after the last one (never when eval_every is 0)."""
-    return bool(t.eval_every) and (done % t.eval_every == 0 or done == t.steps)
-
-
 def checkpoint_due(t: TrainConfig, done: int) -> bool:
     """Checkpoint every ckpt_every steps (0: never) and always after the last one."""
     return bool(t.ckpt_every and done % t.ckpt_every == 0) or done == t.steps
@@ -409,7 +405,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     ckpt = Checkpointer.for_rank(spec, comm.rank)
     history, start = ckpt.resume(model, trainer.opt)
     progress = Progress(t.steps, start, f"{spec.launcher} w{comm.world}", enabled=comm.rank == 0)
-    if start == 0 and t.eval_every:
+    if start == 0 and eval_due(t.eval_every, t.steps, 0):
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
 
     injected = perf_hooks.hold(comm.device)  # test hook: held until the peak is read
@@ -421,7 +417,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
         done = step + 1
         if done % t.log_every == 0 or done == t.steps:
             window.flush()
-        if eval_due(t, done):
+        if eval_due(t.eval_every, t.steps, done):
             window.flush()
             with timer.paused():
                 history.evals.append({"step": done, "loss": evaluate(model, data, spec, comm)})

@@ -97,6 +97,11 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"seed": self.seed, "model": self.model.to_dict(), "train": dataclasses.asdict(self.train)}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        """The inverse of to_dict (a resolved run read back from JSON: the same values, the same hash)."""
+        return cls(seed=d["seed"], model=ModelConfig(**d["model"]), train=TrainConfig(**d["train"]))
+
     def config_hash(self) -> str:
         """Hash of everything that determines the numbers a run produces (bookkeeping excluded)."""
         d = self.to_dict()
@@ -148,6 +153,19 @@ class Params:
                 raise ValidationError(self.source, key, "unknown key")
             node = node[part]
         return node
+
+    @property
+    def thresholds(self) -> dict[str, Any]:
+        """params.yaml `gates:`, validated against thresholds.schema.json when these params were resolved."""
+        return self.raw["gates"]
+
+    def world(self, launcher: str) -> int:
+        """The ranks a run of this launcher has: single is 1, the others launchers.<launcher>.world."""
+        return 1 if launcher == "single" else self.raw["launchers"][launcher]["world"]
+
+    def worlds(self) -> dict[str, int]:
+        """Each launcher's world as the launchers use it: the one route (docs/world-sizes.md)."""
+        return {launcher: self.world(launcher) for launcher in ("thread", "proc")}
 
     def launch_config(self) -> LaunchConfig:
         la = self.raw["launchers"]
@@ -357,10 +375,16 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS, overrides: list[str] | tuple[str, ...] = ()) -> Params:
+    """THE loader of params.yaml: every reader (the trainer's entry points, gates, registry) comes here."""
     path = str(path)
     # Strict and bounded: a regular UTF-8 file <= 1 MiB, no aliases, no duplicate keys (contracts/yamlfile.py).
     raw = yamlfile.load_file(path, hint="run from the repository root or pass --params")
     return resolve(raw, path, overrides)
+
+
+def load_thresholds(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The gates' thresholds (params.yaml `gates:`), read and validated with the rest of the file."""
+    return load_params(path).thresholds
 
 
 def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[str]) -> None:

@@ -16,10 +16,8 @@ from typing import Any
 import gguf
 import numpy as np
 
+from contracts.gguf_format import ARCH, GGUF_FILE, PRE_TOKENIZER, gguf_name, vocab
 from contracts.validate import load_json
-from xtrain.gguf_export import ARCH, PRE_TOKENIZER, gguf_name, vocab
-
-GGUF_FILE = "model.gguf"
 
 
 def _f32_bits(raw: bytes, dtype: str) -> np.ndarray:

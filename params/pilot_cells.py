@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xtrain.config import Params, resolve
+from params.config import Params, resolve
 
 BASE = "base"
 

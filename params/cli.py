@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from xtrain.config import DEFAULT_PARAMS
+from params.config import DEFAULT_PARAMS
 
 
 def add_params_args(ap: argparse.ArgumentParser, overrides: bool = True) -> None:
