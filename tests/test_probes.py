@@ -19,7 +19,7 @@ import pytest
 from conftest import PARAMS, REPO
 from gates import mutants, probes
 
-CODE = ("contracts", "pipeline", "xtrain", "gates")
+CODE = ("contracts", "params", "pipeline", "xtrain", "gates")
 
 
 def probe_with(tmp_path: Path, mutant_id: str | None) -> dict:
