@@ -236,3 +236,15 @@ def test_the_gate_refuses_more_rounds_than_params_allow(tmp_path: Path) -> None:
     measured.rounds["thread"][1] = [QUIET] * 5
     status, message = verdict(tmp_path, measured)
     assert status == "fail" and "thread world 1: 5 rounds, params.yaml scaling.max_rounds 4" in message
+
+
+def test_measured_cpu_processes_sleep_at_openmp_barriers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beside one busy core a spinning two-thread team starved proc world 1 (0.2k vs 7.3k tok/s
+    passive, docs/scaling.md); the policy is the CPU's only, and a user's own setting wins."""
+    from xtrain.scaling_bench import measured_env
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert measured_env("cpu")["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in measured_env("cuda")  # negative control: GPU runs keep the default
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert measured_env("cpu")["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -124,11 +124,15 @@ def rank_body(
     return {"rounds": rounds, "profile": profile}
 
 
-def measure_one(command: Callable[[Path], list[str]], what: str) -> dict[int, dict[str, Any]]:
+def measure_one(
+    command: Callable[[Path], list[str]], what: str, env: dict[str, str] | None = None
+) -> dict[int, dict[str, Any]]:
     """Run one measured process (`command(result)`) fresh; returns rank 0's rank_body result per world."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "windows.json"
-        proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
         tail: collections.deque[str] = collections.deque(maxlen=100)
         for line in proc.stderr or ():
             tail.append(line)
@@ -256,6 +260,18 @@ class Measured:
     worlds: list[int]
     rounds: dict[str, dict[int, list[list[float]]]]
     profiles: dict[str, dict[int, Any]]
+    env: dict[str, str] | None = None  # of every measured process (measured_env)
+
+
+def measured_env(device: str) -> dict[str, str]:
+    """The environment of a measured process. On the CPU its OpenMP threads sleep at barriers
+    instead of spinning: beside one busy core a spinning two-thread team waits for its descheduled
+    partner, and proc world 1 fell from 12k to 0.2k tok/s (7.3k passive, quiet-box speed unchanged;
+    docs/scaling.md). A user's own OMP_WAIT_POLICY wins."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
 
 
 Command = Callable[[str, list[int], int, Path], list[str]]  # launcher, worlds, max rounds, result
@@ -267,7 +283,9 @@ def measure_group(
     """One fresh measured process for `launcher` at the worlds in `group`, taking at most
     `max_rounds` rounds per world; its rounds are appended to those of earlier processes."""
     what = f"{launcher} world {','.join(map(str, group))}"
-    for w, got in measure_one(functools.partial(command, launcher, group, max_rounds), what).items():
+    for w, got in measure_one(
+        functools.partial(command, launcher, group, max_rounds), what, measured.env
+    ).items():
         measured.rounds[launcher].setdefault(w, []).extend(got["rounds"])
         measured.profiles[launcher][w] = got["profile"]
 
@@ -285,7 +303,13 @@ def measure_worlds(
     `band` and `floors`) is measured again by fresh processes (repeat_doubtful)."""
     present = devices_available(device)
     worlds = [w for w in sc.worlds if w <= present]
-    measured = Measured(present, worlds, {la: {} for la in sc.launchers}, {la: {} for la in sc.launchers})
+    measured = Measured(
+        present,
+        worlds,
+        {la: {} for la in sc.launchers},
+        {la: {} for la in sc.launchers},
+        measured_env(device),
+    )
     for launcher in sc.launchers:
         for group in [worlds] if launcher == "thread" else [[w] for w in worlds]:
             measure_group(command, launcher, group, policy.max_rounds, measured)
