@@ -42,6 +42,7 @@ LAUNCHER_ENV = "XTRAIN_LAUNCHER_PID"  # set by the launcher for its tree: it com
 HEARTBEAT_ENV = "XTRAIN_HEARTBEAT_DIR"
 BEAT_S = 0.5
 POLL_S = 0.2
+SILENT_GRACE_S = 2.0  # torchrun's agent notices a dead worker within its monitor interval (0.1 s)
 CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before any fork: a preexec_fn must not load it
@@ -297,12 +298,16 @@ class Tree:
         )
 
     def watch(self) -> int:
-        """Until the agent exits; a hung rank or a silent death stops the job at once."""
+        """Until the agent exits; a hung rank stops the job at once. A rank gone without a word is
+        named after SILENT_GRACE_S unless the agent exits first: its exit status tells more (a rank
+        that exited 0 without reporting success looks the same from here as a SIGKILLed one)."""
+        silent_since: float | None = None
         while (rc := self.agent.poll()) is None:
             ranks = read_ranks(self.beats)
-            problem = (
-                self._hung(ranks) or self._unstarted(ranks) or self._silent(ranks) or self._agent_hung(ranks)
-            )
+            silent = self._silent(ranks)
+            silent_since = (silent_since or time.monotonic()) if silent else None
+            named = silent if silent and time.monotonic() - silent_since > SILENT_GRACE_S else ""
+            problem = self._hung(ranks) or self._unstarted(ranks) or named or self._agent_hung(ranks)
             if problem:
                 self.kill()
                 raise TreeFailed(f"{problem}; the job was stopped")
