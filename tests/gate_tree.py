@@ -216,9 +216,10 @@ DVC_YAML = {
 }
 
 
-def lock_with_dvc(root: Path) -> None:
-    """Record the tree's artifacts in dvc.lock (and the DVC cache) with real DVC."""
-    (root / "dvc.yaml").write_text(yaml.safe_dump(DVC_YAML))
+def lock_with_dvc(root: Path, pipeline: dict | None = None) -> None:
+    """Record the tree's artifacts in dvc.lock (and the DVC cache) with real DVC (`pipeline`: another
+    dvc.yaml than DVC_YAML)."""
+    (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline or DVC_YAML))
     env = {"DVC_NO_ANALYTICS": "1"}
     init = [] if (root / ".dvc").is_dir() else [["init", "--no-scm", "-q"]]  # a tree locked before: re-record
     for cmd in (*init, ["config", "core.analytics", "false"], ["commit", "-f", "-q"]):

@@ -9,13 +9,15 @@ dvc.lock after the edit (the attacker who rewrites dvc.lock): recomputation must
 
 from __future__ import annotations
 
+import copy
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from gate_tree import check, copy_tree, edit, flip_byte, gate, seal
+from conftest import REPO
+from gate_tree import DVC_YAML, check, copy_tree, edit, flip_byte, gate, lock_with_dvc, seal
 from gates.consistency import summary_of
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -169,6 +171,64 @@ def test_an_out_no_gate_reads_is_still_sealed(work: Path, case: str) -> None:
     code, report = check(work, sealed=False)
     s = gate(report, "seals")
     assert code == 2 and s["status"] == "error" and fragment in s["message"], s["message"]
+
+
+# -- stale artifacts: code or params edited after dvc repro made them -----------------------------------
+
+
+@pytest.fixture()
+def with_code(work: Path) -> Path:
+    """The tree with what the real pipeline records beside its outs, recorded by real DVC: a code dep
+    (xtrain/optim.py) of train_single and the params sections train_single and closed_loop read."""
+    optim = work / "xtrain" / "optim.py"
+    optim.parent.mkdir(exist_ok=True)
+    shutil.copyfile(REPO / "xtrain" / "optim.py", optim)
+    pipeline = copy.deepcopy(DVC_YAML)
+    single, loop = pipeline["stages"]["train_single"], pipeline["stages"]["closed_loop"]
+    single["deps"] = [*single.get("deps", []), "xtrain/optim.py"]
+    single["params"], loop["params"] = ["model", "train"], ["closed_loop"]
+    lock_with_dvc(work, pipeline)
+    return work
+
+
+def test_a_code_edit_since_dvc_repro_is_exit_2_naming_stage_and_file(with_code: Path) -> None:
+    """Edited training code, artifacts of the code before: the verdict would judge the old code."""
+    code, report = check(with_code, sealed=False)  # the positive control: as dvc recorded it
+    assert code == 0, gate(report, "seals")["message"]
+    optim = with_code / "xtrain" / "optim.py"
+    optim.write_text(optim.read_text() + "# an edit after dvc repro\n")
+    code, report = check(with_code, sealed=False)
+    s = gate(report, "seals")
+    assert code == 2 and s["status"] == "error" and s["message"].startswith("stale: "), s["message"]
+    assert "stage train_single: dep xtrain/optim.py md5" in s["message"]
+    assert "(dvc repro train_single, or undo the edit)" in s["message"]
+    optim.unlink()
+    code, report = check(with_code, sealed=False)
+    assert code == 2 and "dep xtrain/optim.py md5 (missing)" in gate(report, "seals")["message"]
+
+
+def test_a_params_edit_since_dvc_repro_names_the_key(with_code: Path) -> None:
+    """A params value no config hash covers (closed_loop.prompts) is judged stale by its stage; DVC
+    wrote norm_eps as 1e-06 (a string to PyYAML), which still equals params.yaml's float."""
+    assert "1e-06" in (with_code / "dvc.lock").read_text()
+    params = yaml.safe_load((with_code / "params.yaml").read_text())
+    params["closed_loop"]["prompts"] += 1
+    (with_code / "params.yaml").write_text(yaml.safe_dump(params))
+    code, report = check(with_code, sealed=False)
+    s = gate(report, "seals")
+    want = f"stage closed_loop: params.yaml closed_loop.prompts is {params['closed_loop']['prompts']}, dvc.lock recorded"
+    assert code == 2 and want in s["message"] and "train_single" not in s["message"], s["message"]
+
+
+def test_yaml_1_2_floats_in_dvc_lock_equal_params_yaml() -> None:
+    """DVC writes 1e-06 (YAML 1.2, a string to PyYAML); params.yaml says 1.0e-6: the same value."""
+    from gates.seals import as_read_by_dvc, leaf_diffs
+
+    assert as_read_by_dvc({"norm_eps": "1e-06", "n": ["2.5E+3"], "name": "xtrain-tiny"}) == {
+        "norm_eps": 1e-06, "n": [2500.0], "name": "xtrain-tiny",
+    }  # fmt: skip
+    assert leaf_diffs("model", {"norm_eps": 1e-06}, as_read_by_dvc({"norm_eps": "1e-06"})) == []
+    assert leaf_diffs("model", {"norm_eps": 1e-05}, {"norm_eps": 1e-06}) == [("model.norm_eps", 1e-05, 1e-06)]
 
 
 # -- cross-artifact consistency: dvc.lock re-sealed, recomputation still catches ----------------------
