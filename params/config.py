@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import hashlib
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from contracts import yamlfile
 from contracts.errors import moved
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
+from params.identity import config_identity
 
 DEFAULT_PARAMS = "params.yaml"
 
@@ -82,10 +81,6 @@ class TrainConfig:
     fused_adamw: bool
 
 
-# Train settings that never change the numbers a run produces (logging and checkpoint cadence).
-BOOKKEEPING = ("log_every", "ckpt_every", "keep_checkpoints")
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """What one training run needs: the seed, the model and the optimisation settings."""
@@ -103,12 +98,8 @@ class RunConfig:
         return cls(seed=d["seed"], model=ModelConfig(**d["model"]), train=TrainConfig(**d["train"]))
 
     def config_hash(self) -> str:
-        """Hash of everything that determines the numbers a run produces (bookkeeping excluded)."""
-        d = self.to_dict()
-        for key in BOOKKEEPING:
-            d["train"].pop(key)
-        text = json.dumps(d, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """Hash of everything that determines the numbers a run produces (params/identity.py)."""
+        return config_identity(self.to_dict())
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from safetensors.torch import save
 from torch import nn
 
 from contracts.fileio import atomic_write_bytes, atomic_write_text
+from params.identity import config_identity
 from xtrain.checkpoint import model_tensors, param_digest
 from xtrain.env import fingerprint
 from xtrain.fingerprint import MAX_TERMS, hash32
@@ -23,11 +23,6 @@ from xtrain.train import write_metrics
 API_VERSION = "1.1"  # 1.1: finish(checkpoint=True)
 METRICS_FORMAT = "xtrain-metrics/1"
 WINDOW_STEPS = 5  # timing windows of this many steps; the first is warm-up
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    """The identity the gates compare runs by: sha256 of the canonical JSON of the whole config."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _world_rank() -> tuple[int, int]:
@@ -134,7 +129,7 @@ class RunRecorder:
             "world": self.world,
             "device": device.type,
             "precision": self.precision,
-            "config_hash": config_hash(self.config),
+            "config_hash": config_identity(self.config),  # the one identity (params/identity.py)
             "config": self.config,
             "env": fingerprint(device, torch.get_num_threads(), self.precision),
             "determinism": {**self.determinism, "recorder": f"runrecord {API_VERSION}"},

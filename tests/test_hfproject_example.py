@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import REPO
 from gates.dvclock import DvcLock
 from params.config import load_params
-from runrecord.recorder import config_hash
+from params.identity import config_identity as config_hash
 
 EXAMPLE = REPO / "examples" / "hf-trainer"
 
