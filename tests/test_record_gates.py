@@ -150,3 +150,12 @@ def test_a_bad_threshold_in_a_project_file_is_one_line_naming_the_key(
     assert gates_main(["--root", str(own), "check"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and named in err, err
+
+
+def test_the_html_page_of_a_project_of_its_own_draws_what_it_judged(own: Path) -> None:
+    code = gates_main(
+        ["--root", str(own), "check", "--html", "reports/gates.html", "--only", "loss_match", "pilot"]
+    )
+    html = (own / "reports" / "gates.html").read_text()
+    assert code == 0 and "<svg" in html  # loss_match.proc drawn
+    assert "Nothing measured to draw: stage pilot has not run: not in this project&#x27;s pipeline" in html
