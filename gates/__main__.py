@@ -10,6 +10,8 @@
                            [--profile tiny] [--json PATH] [--strict]   (docs/mutation.md); exit 1 on a hole
 
 Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresholds.schema.json).
+A project that gates its own trainer has a params file of its own (no model:/train:): its runs are
+judged from their records, and the `gates:` sections it leaves out are the harness's (params/project.py).
 """
 
 from __future__ import annotations
@@ -29,11 +31,20 @@ from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.dvclock import DvcLock, LockError
 from gates.outcome import Outcome
 from params.cli import add_params_args
-from params.config import load_params, load_thresholds
+from params.project import load_judging, thresholds_source
 
 
 def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
     view = artifacts.for_gate()
+    if absent := catalogue.not_in_pipeline(gate, artifacts.lock.in_pipeline):
+        return Outcome(
+            "skip",
+            None,
+            gate.threshold(thresholds),
+            f"{'stage' if len(absent) == 1 else 'stages'} {', '.join(absent)} "
+            f"{'has' if len(absent) == 1 else 'have'} not run: not in this project's pipeline (dvc.yaml, "
+            "dvc.lock), nothing to judge",
+        )
     try:
         outcome = gate.run(view, thresholds)
     except StageNotRun as e:
@@ -87,7 +98,7 @@ def check(args: argparse.Namespace) -> int:
     refuse_folder_outputs(args, root)  # one line naming the flag
     for path, kind in report_outputs(args, root):  # absent, or a previous output of its kind
         outputs.check(path, kind)
-    params = load_params(root / args.params)  # an absolute --params stays absolute
+    params = load_judging(root / args.params)  # an absolute --params stays absolute
     thresholds = params.thresholds  # read with what the runs must have been (shapes, worlds, config)
     gates = catalogue.select(args.only)
     try:
@@ -101,7 +112,7 @@ def check(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         outcomes[g.id] = run_gate(g, artifacts, thresholds)
         seconds[g.id] = time.perf_counter() - start
-    rep = report.build(outcomes, root, str(args.params), run_env_id(artifacts))
+    rep = report.build(outcomes, root, thresholds_source(params, str(args.params)), run_env_id(artifacts))
     report_path = root / args.report
     report.write(rep, report_path)
     if args.json:
@@ -143,7 +154,7 @@ def diff(args: argparse.Namespace) -> int:
 
 
 def list_gates(args: argparse.Namespace) -> int:
-    thresholds = load_thresholds(Path(args.root) / args.params)
+    thresholds = load_judging(Path(args.root) / args.params).thresholds
     width = max(len(g.id) for g in catalogue.GATES)
     for g in catalogue.GATES:
         print(f"{g.id:<{width}}  {g.threshold(thresholds)}")
@@ -153,7 +164,7 @@ def list_gates(args: argparse.Namespace) -> int:
 
 def explain(args: argparse.Namespace) -> int:
     g = catalogue.get(args.id)
-    thresholds = load_thresholds(Path(args.root) / args.params)
+    thresholds = load_judging(Path(args.root) / args.params).thresholds
     print(f"{g.id}\n")
     print(f"checks:      {g.checks}")
     print(f"threshold:   {g.threshold(thresholds)}")

@@ -6,6 +6,8 @@ thresholds it takes and its picture. This module only lists them and selects amo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gates import (
     closed_loop,
     consistency,
@@ -22,7 +24,7 @@ from gates import (
 )
 from gates.gate import Gate
 
-__all__ = ["GATES", "SEALS", "Gate", "find", "get", "select", "stages_of"]
+__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of"]
 
 SEALS = seals.GATE
 
@@ -77,6 +79,19 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
             return None
         stages.update(found)
     return sorted(stages)
+
+
+def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
+    """The stages `gate` reads when this project's pipeline has none of them (a project of its own
+    without our thread launcher, export or pilot stages), else []: such a gate has nothing to judge
+    and is skipped before it reads params.yaml sections the project does not have."""
+    from gates.bisect import BisectError, stages_for
+
+    try:
+        stages = stages_for(gate.id)
+    except BisectError:
+        return []
+    return stages if stages and not any(has_stage(s) for s in stages) else []
 
 
 def find(gate_id: str) -> Gate | None:

@@ -3,8 +3,10 @@
 dvc.lock seals files one by one; an attacker who rewrites dvc.lock (or a producer that wrote one
 file from other numbers than the next) can still make a run's files disagree. What recomputation
 allows is checked here: summary.json, loss.csv and eval.csv are what metrics.json gives (the writer's
-own formulas, xtrain.train.write_metrics), and metrics.json's param_digest is the digest of the
-run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free).
+own formulas, xtrain.train.write_metrics), metrics.json's param_digest is the digest of the
+run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free),
+and metrics.json agrees with its own config (gates/expect.py, the record alone: config_hash is its
+config's identity, its length and evals are its config's, its world its per-rank lists').
 A disagreement fails (exit 1): the run is not one run's record.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from safetensors import SafetensorError
 from safetensors.numpy import load_file
 
+from gates import expect
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
 from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, passed
@@ -67,7 +70,7 @@ def _canonical(data: Any) -> str:
 def run_problems(a: Artifacts, run: str) -> list[str]:
     stage, base = RUN_STAGE[run], f"runs/{run}"
     m = a.json(f"{base}/metrics.json", "metrics.schema.json", stage, refuse_non_finite=False)
-    problems = []
+    problems = expect.run_problems(None, run, m)  # the record against its own config
     summary = a.json(f"{base}/summary.json", "summary.schema.json", stage, refuse_non_finite=False)
     if _canonical(summary) != _canonical(summary_of(m)):
         problems.append(f"{base}/summary.json is not what metrics.json gives ({_canonical(summary_of(m))})")

@@ -30,6 +30,7 @@ from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.tolerance import Approx, Exact
 from gates.training import refuse, run_metrics
+from params.identity import config_diff
 
 Metrics = dict[str, Any]
 EXACT = Exact()  # sample and dropout-mask fingerprints: integers, equal or not
@@ -102,23 +103,6 @@ def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") 
     if ref != "single" and single["world"] != ddp["world"]:
         return f"runs/{run} ran at world {ddp['world']}, runs/{ref} at world {single['world']}: set one world"
     return None
-
-
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    return {
-        k: v for key, sub in d.items() for k, v in _flat(sub, f"{prefix}.{key}" if prefix else key).items()
-    }
-
-
-def config_diff(a: dict[str, Any], b: dict[str, Any], limit: int = 3) -> str:
-    """Which config keys differ, so a user sees `train.grad_accum 1 vs 2`, not only two hashes."""
-    fa, fb = _flat(a), _flat(b)
-    keys = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, "<absent>") != fb.get(k, "<absent>"))
-    shown = ", ".join(f"{k} {fb.get(k, '<absent>')!r} vs {fa.get(k, '<absent>')!r}" for k in keys[:limit])
-    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
-    return f"differing keys: {shown}{more}" if keys else "the configs are equal: a hash was edited"
 
 
 def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:

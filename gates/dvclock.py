@@ -137,6 +137,10 @@ class DvcLock:
     def ran(self, stage: str) -> bool:
         return stage in self.stages
 
+    def in_pipeline(self, stage: str) -> bool:
+        """This project has the stage at all: dvc.yaml defines it, or dvc.lock (working or git HEAD's) records it."""
+        return stage in self.pipeline or stage in self.stages or stage in self.committed
+
     def removed(self, stage: str) -> bool:
         """The stage is in git HEAD's dvc.lock but not in the working one."""
         return stage not in self.stages and stage in self.committed

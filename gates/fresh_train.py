@@ -46,7 +46,7 @@ def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
         return _no_golden(reg, env_id, m["config_hash"], policy["unblessed"])
     a.record(str(choice.entry.path.relative_to(a.root)), choice.entry.path)
     g = choice.entry.data
-    problems = goldens.coverage_problems(g, a.params["train"])
+    problems = goldens.coverage_problems(g, m["config"]["train"])  # the run's own config (refuse held it)
     if problems:
         return failed(None, choice.tier, "; ".join(problems) + ": refusing to judge against it")
     if choice.tier == "exact":

@@ -64,6 +64,9 @@ def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
             "<p class='nopic'>No picture for this gate yet: its status, measured value, threshold and "
             "message are above.</p>"
         )
+    if absent := catalogue.not_in_pipeline(gate, a.lock.in_pipeline):  # as the check skipped it
+        where = f"stage {', '.join(absent)} has not run: not in this project's pipeline"
+        return f"<p class='nopic'>Nothing measured to draw: {escape(where)}</p>"
     try:
         pic = pictures.draw(gate, a, thresholds)
     except pictures.NothingMeasured as e:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contracts.perf_record import STAGES, StagePerf, median_spread, shift_ci, stage_perf
+from gates import expect
 from gates.artifacts import ArtifactError, Artifacts, StageNotRun
 from gates.gate import Gate, NothingMeasured, Picture, Thresholds
 from gates.outcome import Outcome, failed, inconclusive, passed
@@ -76,6 +77,9 @@ def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str
     runs, notes = run_stages(a)
     if not runs:
         return Outcome("skip", None, None, "no training stage has run: " + "; ".join(notes))
+    contradicted = [p for launcher, m in runs.items() for p in expect.run_problems(None, launcher, m)]
+    if contradicted:  # a record whose config_hash is not its config's would pick another baseline
+        return failed(None, None, "; ".join(contradicted) + ". Refusing to judge: rerun the stage")
     device = next(iter(runs.values()))["device"]
     profile = (thresholds.get("perf") or {}).get(device)
     if profile is None:

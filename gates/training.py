@@ -1,7 +1,8 @@
 """Training gates: cross-rank agreement, finiteness, and the run reading the others share.
 
-Every gate first checks each run's shape against the resolved params (gates/expect.py): a run
-whose config, steps, eval cadence or world differs from params is refused, never compared.
+Every gate first checks each run against its own record and, where params.yaml describes runs,
+against params (gates/expect.py): a run whose config_hash, steps, eval cadence or world disagrees
+with its config (or with params.yaml) is refused, never compared.
 """
 
 from __future__ import annotations
@@ -26,18 +27,24 @@ def run_metrics(a: Artifacts, run: str) -> dict[str, Any]:
     return a.json(f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run])
 
 
+def describes_runs(a: Artifacts) -> bool:
+    """The judging project's params.yaml describes its runs (our pipeline); else the records are the truth."""
+    return a.params is not None and a.params.describes_runs
+
+
 def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any) -> Outcome | None:
-    """A fail naming every way the runs disagree with params.yaml, or None when they agree."""
-    assert a.params is not None, "the gates need the resolved params"
+    """A fail naming every way the runs disagree with their own records (and params.yaml, where it
+    describes runs), or None when they agree."""
     problems = [p for run, m in runs for p in expect.run_problems(a.params, run, m)]
     if not problems:
         return None
-    return failed(
-        None,
-        threshold,
-        "; ".join(problems) + ". Refusing to compare runs that are not what params.yaml "
-        "describes: rerun them (dvc repro) with this params.yaml",
+    tail = (
+        "Refusing to compare runs that are not what params.yaml describes: rerun them (dvc repro) with "
+        "this params.yaml"
+        if describes_runs(a)
+        else "Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
     )
+    return failed(None, threshold, "; ".join(problems) + ". " + tail)
 
 
 def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
@@ -72,7 +79,8 @@ def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
             "skip",
             0.0,
             max_abs,
-            f"runs/{run} ran with world 1 (as params.yaml says): no other rank to compare",
+            f"runs/{run} ran with world 1{' (as params.yaml says)' if describes_runs(a) else ''}: no other "
+            "rank to compare",
         )
     # each rank's max |p_r - p_0| against 0, within cross_rank.max_abs (an absolute tolerance)
     ranks = Approx.absolute(max_abs).judge(
@@ -109,7 +117,7 @@ def finite(a: Artifacts) -> Outcome:
             problems.append(str(e))
             continue
         checked.append(run)
-        problems += expect.run_problems(a.params, run, m) if a.params is not None else []
+        problems += expect.run_problems(a.params, run, m)
     if not checked:
         return Outcome("skip", None, None, "no training stage has run")
     if problems:
@@ -117,9 +125,11 @@ def finite(a: Artifacts) -> Outcome:
             len(problems),
             0,
             "; ".join(problems) + ". Next: the first non-finite step (lower the learning rate, "
-            "check the data and precision), or rerun a run that does not match params.yaml",
+            "check the data and precision), or rerun a run that does not match "
+            + ("params.yaml" if describes_runs(a) else "its own record"),
         )
-    return passed(0, 0, f"every number is finite in runs {', '.join(checked)}, shaped as params.yaml says")
+    shaped = "shaped as params.yaml says" if describes_runs(a) else "shaped as their own configs say"
+    return passed(0, 0, f"every number is finite in runs {', '.join(checked)}, {shaped}")
 
 
 # ---- the pictures ----------------------------------------------------------------------------------

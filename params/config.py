@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import hashlib
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +21,17 @@ from contracts import yamlfile
 from contracts.errors import moved
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
+from params.identity import config_identity
 
 DEFAULT_PARAMS = "params.yaml"
+# A params file with either section describes runs: it is our pipeline's (params.schema.json), and the
+# gates hold every run to it. Any other file is a project's own (params/project.py).
+RUN_SECTIONS = ("model", "train")
+
+
+def describes_runs(raw: Any) -> bool:
+    """Whether a loaded params file describes the runs (our schema) or is a project's own file."""
+    return isinstance(raw, dict) and any(key in raw for key in RUN_SECTIONS)
 
 
 @dataclass(frozen=True)
@@ -82,10 +89,6 @@ class TrainConfig:
     fused_adamw: bool
 
 
-# Train settings that never change the numbers a run produces (logging and checkpoint cadence).
-BOOKKEEPING = ("log_every", "ckpt_every", "keep_checkpoints")
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """What one training run needs: the seed, the model and the optimisation settings."""
@@ -103,12 +106,8 @@ class RunConfig:
         return cls(seed=d["seed"], model=ModelConfig(**d["model"]), train=TrainConfig(**d["train"]))
 
     def config_hash(self) -> str:
-        """Hash of everything that determines the numbers a run produces (bookkeeping excluded)."""
-        d = self.to_dict()
-        for key in BOOKKEEPING:
-            d["train"].pop(key)
-        text = json.dumps(d, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """Hash of everything that determines the numbers a run produces (params/identity.py)."""
+        return config_identity(self.to_dict())
 
 
 @dataclass(frozen=True)
@@ -141,6 +140,7 @@ class Params:
 
     raw: dict[str, Any]
     source: str
+    defaults: tuple[str, ...] = ()  # gates: sections a project's own file took from the harness (project.py)
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
@@ -153,6 +153,11 @@ class Params:
                 raise ValidationError(self.source, key, "unknown key")
             node = node[part]
         return node
+
+    @property
+    def describes_runs(self) -> bool:
+        """params.yaml of our pipeline (model/train present): runs must also agree with it."""
+        return describes_runs(self.raw)
 
     @property
     def thresholds(self) -> dict[str, Any]:
@@ -216,7 +221,7 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
     return parts, parsed
 
 
-def _set_path(d: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
+def set_path(d: dict[str, Any], parts: list[str], value: Any, source: str) -> None:
     node = d
     for i, p in enumerate(parts[:-1]):
         if not isinstance(node.get(p), dict):
@@ -287,9 +292,7 @@ def check_cross_fields(p: dict[str, Any], source: str) -> None:
     if t["precision"] == "bf16" and t["device"] != "cuda":
         bad("train.precision", "bf16 needs train.device=cuda", "fp32 on cpu")
     # fused AdamW runs on cpu too (torch >= 2.4); the pilot's fused_adamw cell trains it there
-    d = p["data"]
-    if d["source"] == "file" and not d["path"]:
-        bad("data.path", "data.source is 'file' but no path is given", "a path to a UTF-8 text file")
+    check_data(p["data"], source)
     for launcher in ("thread", "proc"):
         world = p["launchers"][launcher]["world"]
         if not splits_batch(t["global_batch"], t["grad_accum"], world):
@@ -298,6 +301,14 @@ def check_cross_fields(p: dict[str, Any], source: str) -> None:
                 split_problem(t["global_batch"], t["grad_accum"], world),
                 WORLD_RULE,
             )
+
+
+def check_data(d: dict[str, Any], source: str) -> None:
+    """data: a file source names its file (the rule JSON Schema cannot state)."""
+    if d["source"] == "file" and not d["path"]:
+        raise ValidationError(
+            source, "data.path", "data.source is 'file' but no path is given", "a path to a UTF-8 text file"
+        )
 
 
 def check_world(t: TrainConfig, world: int, source: str) -> None:
@@ -338,7 +349,7 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
     raw = copy.deepcopy(raw)
     for text in overrides:  # overrides first, so `--set profile=gpu` selects the profile
         parts, value = parse_override(text)
-        _set_path(raw, parts, value, f"{source} (--set {text})")
+        set_path(raw, parts, value, f"{source} (--set {text})")
     validate(raw, schema, source, strict=True)
     partial = _partial(schema)
     for name, over in raw["profiles"].items():
@@ -366,7 +377,7 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
     for text in overrides:
         parts, value = parse_override(text)
         if parts[0] not in ("profile", "profiles"):
-            _set_path(merged, parts, value, f"{source} (--set {text})")
+            set_path(merged, parts, value, f"{source} (--set {text})")
     validate(merged, schema, source, strict=True)
     check_cross_fields(merged, source)
     # The gates' thresholds too: a run or `config show` must not accept what `gates check` refuses.
@@ -392,7 +403,7 @@ def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[s
     edited = copy.deepcopy(raw)
     for text in overrides:
         parts, value = parse_override(text)
-        _set_path(edited, parts, value, f"{source} (set {text})")
+        set_path(edited, parts, value, f"{source} (set {text})")
     merged = resolve(edited, source).raw
     for text in overrides:
         parts, value = parse_override(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from params.project import load_sections
 from pipeline import stage
 from xtrain.corpus import CorpusError, make_corpus
 
@@ -15,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> None:
-        params = stage.params_of(args)
+        params = load_sections(args.params, args.overrides, ("data",))  # a project file: this only
         out = Path(args.out)
         meta = make_corpus(params["data"], out / "corpus.txt", out / "corpus.json")
         split = meta["split"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.validate import load_json
+from params.project import load_sections
 from pipeline import stage
 from xtrain.corpus import load_split
 from xtrain.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> None:
-        params = stage.params_of(args)
+        params = load_sections(args.params, args.overrides, ("tokenizer",))  # a project file: this only
         data = Path(args.data)
         meta = load_json(str(data / "corpus.json"))
         tp = params["tokenizer"]

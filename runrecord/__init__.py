@@ -3,14 +3,20 @@
 Public, versioned API (API_VERSION; docs/byo-trainer.md): a user's loop depends on it.
 
     from runrecord import RunRecorder
-    rec = RunRecorder(config={"seed": 0, "model": {...}, "train": {...}}, tokens_per_step=B * T)
+    rec = RunRecorder(config={"seed": 0, "model": {...}, "train": {"steps": N, "eval_every": E, ...}},
+                      tokens_per_step=B * T)
+    if rec.eval_due(0):
+        rec.eval(step=0, loss=val_loss)              # before training
     for step, (sample_ids, batch) in enumerate(loader):
         rec.samples(sample_ids)                      # the dataset indices this rank consumed
         ...
         rec.step(loss=loss.item(), grad_norm=norm.item(), lr=lr)   # norm before clipping
-    rec.eval(step=steps, loss=val_loss)
+        if rec.eval_due(step + 1):
+            rec.eval(step=step + 1, loss=val_loss)
     rec.finish(model, "runs/proc")                   # every rank calls it; rank 0 writes, atomically
 
+The config is what determines the numbers (its identity, params/identity.py, is the run's config_hash);
+the gates take the run's length and eval steps from its `train.steps` and `train.eval_every`.
 Adapters: `runrecord.hf` (a transformers TrainerCallback and an indexed collator). Under torchrun
 the recorder uses the initialised torch.distributed group (gloo or NCCL) for its few collectives,
 all at finish(): nothing is communicated per step.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -14,20 +13,20 @@ from safetensors.torch import save
 from torch import nn
 
 from contracts.fileio import atomic_write_bytes, atomic_write_text
+from params.cadence import eval_due
+from params.identity import config_identity
 from xtrain.checkpoint import model_tensors, param_digest
 from xtrain.env import fingerprint
 from xtrain.fingerprint import MAX_TERMS, hash32
 from xtrain.peak_memory import peak_bytes, peak_record
 from xtrain.train import write_metrics
 
-API_VERSION = "1.1"  # 1.1: finish(checkpoint=True)
+# 1.1: finish(checkpoint=True). 1.2: config.train.steps and config.train.eval_every required (the gates
+# take a run's shape from its own config), eval_due(); config_hash leaves train's bookkeeping keys out
+# (params/identity.py, one identity with our trainer's)
+API_VERSION = "1.2"
 METRICS_FORMAT = "xtrain-metrics/1"
 WINDOW_STEPS = 5  # timing windows of this many steps; the first is warm-up
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    """The identity the gates compare runs by: sha256 of the canonical JSON of the whole config."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _world_rank() -> tuple[int, int]:
@@ -50,6 +49,13 @@ class RunRecorder:
         missing = [k for k in ("seed", "model", "train") if k not in config]
         if missing:
             raise ValueError(f"RunRecorder config: missing {', '.join(missing)} (seed, model, train)")
+        for key, least in (("steps", 1), ("eval_every", 0)):
+            value = config["train"].get(key) if isinstance(config["train"], dict) else None
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(
+                    f"RunRecorder config: train.{key}: {value!r} is not an integer >= {least} (the gates "
+                    "take the run's length and eval steps from train.steps and train.eval_every)"
+                )
         self.world, self.rank = _world_rank()
         self.config = json.loads(json.dumps(config))  # a plain JSON copy: what the record will hold
         self.launcher = launcher or ("single" if self.world == 1 else "proc")
@@ -63,6 +69,12 @@ class RunRecorder:
         self._pending = [0, 0, 0]
         self._t0 = time.perf_counter()
         self._step_end: list[float] = []
+
+    def eval_due(self, done: int) -> bool:
+        """Whether to evaluate after `done` optimizer steps: at 0, every train.eval_every steps and after
+        the last one (params/cadence.py, the rule the gates check a record's evals against)."""
+        t = self.config["train"]
+        return eval_due(t["eval_every"], t["steps"], done)
 
     def samples(self, indices: list[int] | torch.Tensor, dropout_seeds: list[int] | None = None) -> None:
         """Dataset indices this rank consumed in the current step (call once per micro-batch)."""
@@ -134,7 +146,7 @@ class RunRecorder:
             "world": self.world,
             "device": device.type,
             "precision": self.precision,
-            "config_hash": config_hash(self.config),
+            "config_hash": config_identity(self.config),  # the one identity (params/identity.py)
             "config": self.config,
             "env": fingerprint(device, torch.get_num_threads(), self.precision),
             "determinism": {**self.determinism, "recorder": f"runrecord {API_VERSION}"},

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData
-from gates import ddp
+from gates import ddp, expect
 from gates.outcome import Outcome
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -39,7 +39,11 @@ def run(script: Path, data: TinyData, run_dir: Path, world: int, *extra: str) ->
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=run_dir.parent, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((run_dir / "metrics.json").read_text())
+    m = json.loads((run_dir / "metrics.json").read_text())
+    # the record agrees with its own config: config_hash its identity, length, evals, world (the gates'
+    # own check, gates/expect.py: a project of its own is judged from its records alone)
+    assert expect.run_problems(None, m["launcher"], m) == []
+    return m
 
 
 def verdict(single: dict, got: dict) -> Outcome:

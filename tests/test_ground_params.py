@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import REPO
 from contracts.validate import ValidationError
 from params.cadence import eval_due, eval_steps
 from params.config import RunConfig, load_params, load_thresholds
+from params.identity import BOOKKEEPING, config_diff, config_identity
 
 PARAMS = REPO / "params.yaml"
 # The config_hash of the committed params.yaml per profile, at the vocabulary its tokenizer trains
@@ -33,6 +37,44 @@ def test_the_config_hash_of_params_yaml_is_pinned(profile: str) -> None:
         load_params(PARAMS, [f"profile={profile}", "train.log_every=3"]).run_config(vocab).config_hash()
         == want
     )
+
+
+def test_one_identity_for_the_trainer_the_recorder_and_the_gates() -> None:
+    """RunConfig.config_hash, a record's config read back from JSON and a runrecord config are one
+    function: the pinned hashes come out of the plain dict of the config too."""
+    for profile, (vocab, want) in PINNED.items():
+        run = load_params(PARAMS, [f"profile={profile}"]).run_config(vocab)
+        record_config = json.loads(json.dumps(run.to_dict()))  # what metrics.json holds (bookkeeping in)
+        assert config_identity(record_config) == run.config_hash() == want
+        assert "log_every" in record_config["train"]
+
+
+SCALARS = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.text(max_size=8),
+)
+KEYS = st.text(min_size=1, max_size=8).filter(lambda k: k not in BOOKKEEPING)
+
+
+@given(
+    seed=st.integers(0, 2**31),
+    model=st.dictionaries(KEYS, SCALARS, max_size=5),
+    train=st.dictionaries(KEYS, SCALARS, max_size=5),
+    bookkeeping=st.dictionaries(st.sampled_from(BOOKKEEPING), st.integers(0, 1000)),
+    key=KEYS,
+)
+def test_identity_ignores_bookkeeping_and_sees_every_other_key(seed, model, train, bookkeeping, key) -> None:
+    config = {"seed": seed, "model": model, "train": train}
+    h = config_identity(config)
+    assert config_identity({**config, "train": {**train, **bookkeeping}}) == h
+    assert config_identity(json.loads(json.dumps(config))) == h  # a record read back: the same identity
+    # negative controls: a key that determines the numbers changes the identity, and config_diff names it
+    changed = {**config, "train": {**train, key: ["changed", train.get(key)]}}
+    assert config_identity(changed) != h
+    assert f"train.{key} " in config_diff(config, changed)
+    assert config_identity({**config, "seed": seed + 1}) != h
 
 
 def old_eval_steps(every: int, steps: int) -> list[int]:

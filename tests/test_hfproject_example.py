@@ -1,8 +1,10 @@
 """examples/hf-trainer as a DVC project of its own (issue #25): the cheap, torch-free parts.
 
-The runs themselves are judged in tests/test_byo_trainer.py; here: the example's params.yaml is one
-the gates accept, the run record's config identity equals the one the gates derive from it, and the
-gates read the dvc.lock of the project they judge when it is a subdirectory of the git repository.
+The runs themselves are judged in tests/test_byo_trainer.py; here: the example's params.yaml is its
+own (no section of our schema that it does not use), the gates and our data stages accept it, the
+run record's config carries the shape the gates check, the example refuses a knob it cannot honour,
+its dvc.yaml deps are its commands' import closures, and the gates read the dvc.lock of the project
+they judge when it is a subdirectory of the git repository.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ import importlib.util
 import subprocess
 from pathlib import Path
 
-from conftest import REPO
+import pytest
+import yaml
+
+from conftest import PARAMS, REPO
+from contracts.validate import ValidationError
 from gates.dvclock import DvcLock
+from params.cadence import eval_steps
 from params.config import load_params
-from runrecord.recorder import config_hash
+from params.identity import config_identity
+from params.project import HARNESS_PARAMS, load_judging, load_sections
 
 EXAMPLE = REPO / "examples" / "hf-trainer"
 
@@ -26,27 +34,95 @@ def hfconfig():
     return mod
 
 
-def test_the_record_carries_the_config_identity_the_gates_expect() -> None:
-    params = load_params(EXAMPLE / "params.yaml")  # the gates' own validation
-    hf = hfconfig()
-    for vocab in (300, 2048):
-        want = params.run_config(vocab).config_hash()
-        assert config_hash(hf.record_config(hf.load(EXAMPLE / "params.yaml"), vocab)) == want
-    changed = hf.load(EXAMPLE / "params.yaml")
-    changed["train"]["grad_accum"] = 2  # negative control: a changed knob changes the identity
-    assert config_hash(hf.record_config(changed, 2048)) != params.run_config(2048).config_hash()
+def test_the_example_params_are_its_own() -> None:
+    raw = yaml.safe_load((EXAMPLE / "params.yaml").read_text())
+    # what its train.py, its stages and the gates read; nothing there because our schema requires it
+    assert set(raw) == {"seed", "data", "tokenizer", "qwen3", "trainer", "torchrun", "reload", "gates"}
+    params = load_judging(EXAMPLE / "params.yaml")
+    assert not params.describes_runs  # runs are judged from their records
+    assert set(raw["gates"]) == {"loss_match", "cross_rank"}
+    assert params.thresholds["loss_match"] == raw["gates"]["loss_match"]  # its own, as written
+    harness = load_params(HARNESS_PARAMS).thresholds
+    assert params.thresholds["fresh_train"] == harness["fresh_train"]  # the rest: the harness's
+    assert set(params.defaults) == set(harness) - set(raw["gates"])
 
 
-def test_a_knob_the_trainer_cannot_honour_is_refused() -> None:
+def test_the_record_carries_the_shape_the_gates_check() -> None:
     hf = hfconfig()
     p = hf.load(EXAMPLE / "params.yaml")
-    p["model"]["dropout"] = 0.1
+    config = hf.record_config(p, 2048)
+    assert config["train"]["steps"] == 24 and eval_steps(config["train"]) == [0, 8, 16, 24]
+    assert config["model"]["vocab_size"] == 2048 and config["model"]["dim"] == 32
+    changed = hf.load(EXAMPLE / "params.yaml")
+    changed["trainer"]["grad_accum"] = 2  # negative control: a changed knob changes the identity
+    assert config_identity(hf.record_config(changed, 2048)) != config_identity(config)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "named"),
+    [
+        ("qwen3", "dropout", 0.1, "params.yaml: qwen3.dropout: unknown key"),  # Qwen3 has no residual dropout
+        ("trainer", "steps", 2.5, "params.yaml: trainer.steps: 2.5 is not an integer"),
+        ("trainer", "deterministic", "yes", "params.yaml: trainer.deterministic: 'yes' is not true or false"),
+        ("torchrun", "world", None, "params.yaml: torchrun.world: None is not an integer"),
+    ],
+)
+def test_a_knob_the_trainer_cannot_honour_is_refused(tmp_path: Path, section, key, value, named) -> None:
+    hf = hfconfig()
+    raw = yaml.safe_load((EXAMPLE / "params.yaml").read_text())
+    raw[section][key] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(hf.ParamsError) as e:
+        hf.load(tmp_path / "params.yaml")
+    assert str(e.value).startswith(f"error: {named}"), str(e.value)
+
+
+def test_our_data_stages_read_only_their_sections_of_a_project_file(tmp_path: Path) -> None:
+    own = load_sections(EXAMPLE / "params.yaml", [], ("data",))
+    assert own.raw == {"data": yaml.safe_load((EXAMPLE / "params.yaml").read_text())["data"]}
+    assert load_sections(EXAMPLE / "params.yaml", ["tokenizer.vocab_size=300"], ("tokenizer",))[
+        "tokenizer"
+    ] == {"vocab_size": 300, "min_frequency": 2}
+    # our pipeline's params.yaml: all of it, exactly as load_params reads it
+    assert load_sections(PARAMS, [], ("data",)).raw == load_params(PARAMS).raw
+    # negative controls: one line naming the file and the key
+    raw = yaml.safe_load((EXAMPLE / "params.yaml").read_text())
+    raw["data"]["val_fraction"] = 0.9
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValidationError, match=r"params\.yaml: data\.val_fraction: 0\.9 is invalid"):
+        load_sections(tmp_path / "params.yaml", [], ("data",))
+    raw["data"] = {**raw["data"], "val_fraction": 0.05, "source": "file"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValidationError, match=r"params\.yaml: data\.path: data\.source is 'file'"):
+        load_sections(tmp_path / "params.yaml", [], ("data",))
+    with pytest.raises(ValidationError, match=r"qwen3: not read by this stage"):
+        load_sections(EXAMPLE / "params.yaml", ["qwen3.dim=64"], ("tokenizer",))
+    del raw["tokenizer"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValidationError, match=r"params\.yaml: tokenizer: missing required key"):
+        load_sections(tmp_path / "params.yaml", [], ("tokenizer",))
+
+
+def test_the_example_dvc_yaml_deps_are_its_commands_import_closures() -> None:
+    import test_dvc_deps as deps  # its closure(), with runrecord (the example's trainer imports it)
+
+    packages = deps.PACKAGES
+    deps.PACKAGES = (*packages, "runrecord")
     try:
-        hf.refuse_unsupported(p)
-    except hf.ParamsError as e:
-        assert "model.dropout" in str(e)
-    else:
-        raise AssertionError("dropout 0.1 was accepted, but Qwen3 has no residual dropout")
+        want = {m: {f"../../{p}" for p in deps.closure(m)} for m in ("pipeline.corpus", "pipeline.tokenizer")}
+        want["runrecord.hf"] = {f"../../{p}" for p in deps.closure("runrecord.hf")}
+    finally:
+        deps.PACKAGES = packages
+    stages = yaml.safe_load((EXAMPLE / "dvc.yaml").read_text())["stages"]
+    project = lambda ds: {d for d in ds if d.startswith("../../")}  # noqa: E731
+    assert project(stages["corpus"]["deps"]) == want["pipeline.corpus"]
+    assert project(stages["tokenizer"]["deps"]) == want["pipeline.tokenizer"]
+    for body in (stages["train_single"], stages["train"]["do"]):  # train.py imports runrecord.hf
+        assert project(body["deps"]) == want["runrecord.hf"] and {"train.py", "hfconfig.py"} <= set(
+            body["deps"]
+        )
+    for name in ("md5", "reload"):
+        assert "hfconfig.py" in stages[name]["deps"]  # both read params.yaml through it
 
 
 def _git(root: Path, *args: str) -> None:

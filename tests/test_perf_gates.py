@@ -24,6 +24,7 @@ from contracts.perf_record import shift_ci, stage_perf
 from gate_tree import seal, unbless, write_pipeline
 from gates.__main__ import main as gates_main
 from gates.perf import StagePerf, memory_check, throughput_check
+from params.identity import config_identity
 from registry.__main__ import main as registry_main
 
 RUN = (
@@ -159,14 +160,29 @@ def test_no_baseline_is_skip_with_the_bless_command(work: Path) -> None:
 
 
 def test_a_changed_config_is_not_compared(work: Path) -> None:
+    """A run of another config (its record consistent: the config changed, its identity recomputed)
+    is not compared with the baseline of the old one."""
     for launcher in ("single", "thread"):
         p = work / "runs" / launcher / "metrics.json"
         m = json.loads(p.read_text())
-        m["config_hash"] = "0123456789abcdef"
+        m["config"]["train"]["lr"] *= 2
+        m["config_hash"] = config_identity(m["config"])
         p.write_text(json.dumps(m))
     _, g = check(work)
     assert g["perf.throughput"]["status"] == "skip"
-    assert "config_hash 0123456789abcdef differs from the baseline's" in g["perf.throughput"]["message"]
+    assert f"config_hash {m['config_hash']} differs from the baseline's" in g["perf.throughput"]["message"]
+
+
+def test_a_record_whose_hash_is_not_its_config_is_refused(work: Path) -> None:
+    """A hand-edited config_hash would pick another config's baseline: refused, naming file and key."""
+    p = work / "runs" / "thread" / "metrics.json"
+    p.write_text(json.dumps({**json.loads(p.read_text()), "config_hash": "0123456789abcdef"}))
+    _, g = check(work)
+    for gid in ("perf.throughput", "perf.memory"):
+        assert g[gid]["status"] == "fail"
+        assert (
+            "runs/thread/metrics.json: config_hash: 0123456789abcdef is not the identity" in g[gid]["message"]
+        )
 
 
 def test_bless_needs_a_reason_never_rewrites_and_shows_the_diff(work: Path, tiny_data, capsys) -> None:

@@ -95,7 +95,8 @@ def one_run(a: argparse.Namespace, dim: int, tokens: torch.Tensor, record: bool,
     recorder = None
     if record:
         recorder = RunRecorder(
-            {"seed": 0, "model": cfg, "train": {"steps": a.steps}}, tokens_per_step=a.batch * a.seq_len
+            {"seed": 0, "model": cfg, "train": {"steps": a.steps, "eval_every": 0}},
+            tokens_per_step=a.batch * a.seq_len,
         )
         collator = IndexedCollator(default_data_collator)
         callbacks.append(RecordingCallback(recorder, collator))
@@ -149,7 +150,9 @@ def adapter_work(a: argparse.Namespace, tokens: torch.Tensor, repeats: int = 200
     data = Chunks(tokens, a.seq_len, indexed=True, seed=0)
     feats = [data[i] for i in range(a.batch)]
     plain_feats = [{k: v for k, v in f.items() if k != "sample_index"} for f in feats]
-    recorder = RunRecorder({"seed": 0, "model": {}, "train": {}}, tokens_per_step=1)
+    recorder = RunRecorder(
+        {"seed": 0, "model": {}, "train": {"steps": 1, "eval_every": 0}}, tokens_per_step=1
+    )
     collator = IndexedCollator(default_data_collator)
     callback = RecordingCallback(recorder, collator)
     logs = {"loss": 1.0, "grad_norm": 1.0, "learning_rate": 1e-3}

@@ -1,69 +1,93 @@
-"""The example's params.yaml -> the run record's config, Qwen3Config and TrainingArguments.
+"""The example's own params.yaml -> the run record's config, Qwen3Config and TrainingArguments.
 
-params.yaml follows the main project's schema, because today's gates validate it and derive the
-config identity a run must have from it (gates/expect.py: the sha256 of the canonical JSON of
-{seed, model (with the tokenizer's vocab_size), train} without the bookkeeping keys). The record's
-config is built the same way here, so runs/*/metrics.json carries the identity the gates expect.
-Only yaml is read: the example does not import the xtrain trainer's config code.
+params.yaml is the example's: `qwen3:` (the model), `trainer:` (the optimisation and the data the
+Trainer reads), `torchrun:`, `reload:`, and what it asks of the main project (data:, tokenizer: for
+the corpus and tokenizer stages; gates: for `python3 -m gates check`). The gates take a run's shape
+and identity from its record, so the record's config is what determines the numbers:
+{seed, model: qwen3 + the tokenizer's vocab_size, train: trainer}; runrecord computes its identity
+(params/identity.py) and the gates check the record's length and evals against its train.steps and
+train.eval_every. Only yaml is read here: the example does not import the xtrain trainer's config code.
 
-Every model/train key is either honoured by Trainer (mapped below) or refused in one line: a run
-must never claim a config it did not train with.
+Every qwen3/trainer key is mapped below; a missing, unknown or mistyped key is refused in one line
+naming the file and the key: a run must never claim a config it did not train with.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 HERE = Path(__file__).resolve().parent
-BOOKKEEPING = ("log_every", "ckpt_every", "keep_checkpoints")  # never change the numbers
+INT, NUMBER, BOOL = "an integer", "a number", "true or false"
+SECTIONS: dict[str, dict[str, str]] = {
+    "qwen3": {
+        **dict.fromkeys(("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len"), INT),
+        **dict.fromkeys(("rope_theta", "norm_eps", "attn_dropout", "init_std"), NUMBER),
+        "tie_embeddings": BOOL,
+    },
+    "trainer": {
+        **dict.fromkeys(("seq_len", "global_batch", "grad_accum", "steps", "warmup_steps"), INT),
+        **dict.fromkeys(("eval_every", "eval_batches", "cpu_threads"), INT),
+        **dict.fromkeys(("lr", "min_lr", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip"), NUMBER),
+        "deterministic": BOOL,
+    },
+    "torchrun": {"world": INT},
+    "reload": {**dict.fromkeys(("prompts", "prompt_tokens", "new_tokens"), INT), "logits_atol": NUMBER},
+}
 
 
 class ParamsError(Exception):
     """A params.yaml value the Trainer example cannot honour."""
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+def _is(kind: str, value: Any) -> bool:
+    if kind == BOOL:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) if kind == INT else isinstance(value, int | float)
+
+
+def check(p: Any, source: str) -> dict[str, Any]:
+    """The example's own sections: every key present, known and of its type."""
+
+    def bad(key: str, problem: str) -> ParamsError:
+        return ParamsError(f"error: {source}: {key}: {problem}")
+
+    if not isinstance(p, dict) or not _is(INT, p.get("seed")):
+        raise bad("seed", f"{(p or {}).get('seed')!r} is not an integer")
+    for section, keys in SECTIONS.items():
+        body = p.get(section)
+        if not isinstance(body, dict):
+            raise bad(section, "missing (a mapping of " + ", ".join(keys) + ")")
+        if unknown := sorted(body.keys() - keys.keys(), key=str):
+            known = ", ".join(keys)
+            raise bad(
+                f"{section}.{unknown[0]}",
+                f"unknown key (not honoured by the Trainer example; known: {known})",
+            )
+        for key, kind in keys.items():
+            if key not in body:
+                raise bad(f"{section}.{key}", "missing")
+            if not _is(kind, body[key]):
+                raise bad(f"{section}.{key}", f"{body[key]!r} is not {kind}")
+    return p
 
 
 def load(path: str | Path = HERE / "params.yaml") -> dict[str, Any]:
-    """params.yaml with its active profile applied (validation is the gates' job)."""
-    raw = yaml.safe_load(Path(path).read_text())
-    return _merge(raw, raw["profiles"].get(raw["profile"]) or {})
+    """params.yaml, its example-owned sections checked."""
+    return check(yaml.safe_load(Path(path).read_text()), Path(path).name)
 
 
 def record_config(p: dict[str, Any], vocab_size: int) -> dict[str, Any]:
-    """{seed, model, train}: what the run record's config_hash is computed from."""
-    train = {k: v for k, v in p["train"].items() if k not in BOOKKEEPING}
-    return {"seed": p["seed"], "model": {"vocab_size": vocab_size, **p["model"]}, "train": train}
-
-
-def refuse_unsupported(p: dict[str, Any]) -> None:
-    m, t = p["model"], p["train"]
-    problems = {
-        "model.dropout": (m["dropout"] != 0, "Qwen3 has no residual dropout: 0.0"),
-        "model.recompute": (m["recompute"], "false (not mapped to gradient_checkpointing here)"),
-        "train.device": (t["device"] != "cpu", "cpu (the example's CPU/gloo runs)"),
-        "train.precision": (t["precision"] != "fp32", "fp32 on cpu"),
-        "train.compile": (t["compile"], "false"),
-        "train.fused_adamw": (t["fused_adamw"], "false on cpu"),
-    }
-    for key, (bad, allowed) in problems.items():
-        if bad:
-            raise ParamsError(
-                f"error: params.yaml: {key}: not honoured by the Trainer example (allowed: {allowed})"
-            )
+    """{seed, model, train}: what the run record's config (and so its config_hash) holds."""
+    return {"seed": p["seed"], "model": {"vocab_size": vocab_size, **p["qwen3"]}, "train": dict(p["trainer"])}
 
 
 def qwen3_kwargs(p: dict[str, Any], vocab_size: int) -> dict[str, Any]:
-    m = p["model"]
+    m = p["qwen3"]
     return {
         "vocab_size": vocab_size,
         "hidden_size": m["dim"],
@@ -82,8 +106,8 @@ def qwen3_kwargs(p: dict[str, Any], vocab_size: int) -> dict[str, Any]:
 
 
 def training_kwargs(p: dict[str, Any], per_device: int) -> dict[str, Any]:
-    """TrainingArguments from train: (schedule: linear warmup, then cosine to min_lr)."""
-    t = p["train"]
+    """TrainingArguments from trainer: (schedule: linear warmup, then cosine to min_lr)."""
+    t = p["trainer"]
     return {
         "max_steps": t["steps"],
         "per_device_train_batch_size": per_device,

@@ -114,7 +114,11 @@ def main() -> int:
     b = sub.add_parser("bless")
     b.add_argument("--reason", required=True)
     a = ap.parse_args()
-    return check() if a.cmd == "check" else bless(a.reason)
+    try:
+        return check() if a.cmd == "check" else bless(a.reason)
+    except hfconfig.ParamsError as e:
+        print(e, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

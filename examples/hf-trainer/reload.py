@@ -1,6 +1,6 @@
 """Closed loop: transformers reloads exports/hf (save_pretrained) and reproduces the probe that the
 trained model computed in train.py (runs/single/probe.safetensors): logits within
-closed_loop.logits_atol_fp32, greedy tokens identical. Negative control: the same reload with one
+params.yaml reload.logits_atol, greedy tokens identical. Negative control: the same reload with one
 tensor perturbed must exceed the tolerance, or the check could not fail. Exit 0 pass, 1 fail.
 """
 
@@ -26,8 +26,11 @@ def replay(model, prompts: torch.Tensor, new_tokens: int) -> tuple[torch.Tensor,
 
 
 def main() -> int:
-    cl = hfconfig.load()["closed_loop"]
-    atol = cl["logits_atol_fp32"]
+    try:
+        atol = hfconfig.load()["reload"]["logits_atol"]
+    except hfconfig.ParamsError as e:
+        print(e, file=sys.stderr)
+        return 2
     probe = load_file("runs/single/probe.safetensors")
     model = AutoModelForCausalLM.from_pretrained("exports/hf", dtype=torch.float32).eval()
     logits, tokens = replay(model, probe["prompts"], probe["tokens"].shape[1])

@@ -3,9 +3,9 @@
     python train.py --run-dir runs/single --save exports/hf --probe runs/single/probe.safetensors
     torchrun --nproc-per-node 2 train.py --run-dir runs/proc     # the same global batch over 2 ranks
 
-Model and optimisation come from params.yaml (hfconfig.py maps them onto Qwen3Config and
-TrainingArguments); the corpus and tokenizer are the main project's (data/, built by the corpus and
-tokenizer stages). The global batch is fixed: each rank gets global_batch / (world x grad_accum)
+Model and optimisation come from the example's own params.yaml (qwen3:, trainer:; hfconfig.py maps
+them onto Qwen3Config and TrainingArguments and builds the run record's config from them); the corpus
+and tokenizer are the main project's (data/, built by the corpus and tokenizer stages). The global batch is fixed: each rank gets global_batch / (world x grad_accum)
 rows per micro-batch, so one device and DDP consume the same samples per step. Every rank uses the
 same seed: the data order is one seeded permutation, and DDP must not change what is sampled.
 """
@@ -79,7 +79,8 @@ MISTAKES = {
 
 
 class EvalAtEnd(TrainerCallback):
-    """Evaluate after the last step too (Trainer evaluates only every eval_steps), as the gates expect."""
+    """Evaluate after the last step too (Trainer evaluates only every eval_steps): the record's evals are
+    then the steps its config's eval_every implies (0, every eval_every, the last), as the gates check."""
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == state.max_steps:
@@ -104,10 +105,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--run-dir", required=True)
     p.add_argument("--save", help="save_pretrained folder (rank 0)")
     p.add_argument("--probe", help="rank 0: logits and greedy tokens of the trained model (closed loop)")
-    p.add_argument("--steps", type=int, help="override train.steps")
-    p.add_argument("--grad-accum", type=int, help="override train.grad_accum")
+    p.add_argument("--steps", type=int, help="override trainer.steps")
+    p.add_argument("--grad-accum", type=int, help="override trainer.grad_accum")
     p.add_argument(
-        "--torchrun", action="store_true", help="start torchrun at params launchers.proc.world (no shell)"
+        "--torchrun", action="store_true", help="start torchrun at params torchrun.world (no shell)"
     )
     p.add_argument("--mistake", choices=sorted(MISTAKES), help="make a DDP mistake users make (controls)")
     return p.parse_args()
@@ -117,14 +118,13 @@ def resolved(a: argparse.Namespace) -> tuple[dict, int]:
     p = hfconfig.load(a.params)
     for key, value in (("steps", a.steps), ("grad_accum", a.grad_accum)):
         if value is not None:
-            p["train"][key] = value
-    hfconfig.refuse_unsupported(p)
+            p["trainer"][key] = value
     vocab = a.vocab_size or json.loads((Path(a.tokens).parent / "tokens.json").read_text())["vocab_size"]
     return p, vocab
 
 
 def training_args(p: dict, a: argparse.Namespace, world: int) -> TrainingArguments:
-    t = p["train"]
+    t = p["trainer"]
     per_device = t["global_batch"] // (t["grad_accum"] * (1 if a.mistake == "whole_batch" else world))
     cpu_ddp = world > 1 and not torch.cuda.is_available()
     return TrainingArguments(
@@ -167,10 +167,13 @@ def probe(model: Qwen3ForCausalLM, val: torch.Tensor, cl: dict, path: str) -> No
 
 
 def torchrun(a: argparse.Namespace) -> int:
-    """Run this script under torchrun at launchers.proc.world, an int read from params (argv list, no shell)."""
-    world = hfconfig.load(a.params)["launchers"]["proc"]["world"]
-    if not isinstance(world, int) or not 1 <= world <= 1024:
-        sys.exit(f"error: {a.params}: launchers.proc.world: {world!r} is not a world size (1..1024)")
+    """Run this script under torchrun at torchrun.world, an int read from params (argv list, no shell)."""
+    try:
+        world = hfconfig.load(a.params)["torchrun"]["world"]
+    except hfconfig.ParamsError as e:
+        sys.exit(str(e))
+    if not 1 <= world <= 1024:
+        sys.exit(f"error: {a.params}: torchrun.world: {world!r} is not a world size (1..1024)")
     args = [x for x in sys.argv[1:] if x != "--torchrun"]
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}"]
     return subprocess.run([*launch, str(Path(__file__).resolve()), *args], check=False).returncode
@@ -185,7 +188,7 @@ def main() -> None:
         p, vocab = resolved(a)
     except hfconfig.ParamsError as e:
         sys.exit(str(e))
-    t = p["train"]
+    t = p["trainer"]
     torch.set_num_threads(max(1, t["cpu_threads"] // world))
     data_seed = p["seed"] + rank if a.mistake == "rank_seed" else p["seed"]
     tokens = load_file(a.tokens)
@@ -214,7 +217,7 @@ def main() -> None:
     if recorder.rank == 0 and a.save:
         trainer.model.save_pretrained(a.save)  # safetensors
     if recorder.rank == 0 and a.probe:
-        probe(trainer.model, tokens["val"], p["closed_loop"], a.probe)
+        probe(trainer.model, tokens["val"], p["reload"], a.probe)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
     python train.py --tokens tokens.safetensors --vocab-size V --run-dir runs/single
     torchrun --nproc-per-node 2 train.py ... --run-dir runs/proc
 
-The five runrecord calls are marked `# runrecord`; everything else is an ordinary loop. Each step
-draws the same seeded global batch of window indices on every rank and keeps rows i % world == rank.
+The runrecord calls are marked `# runrecord`; everything else is an ordinary loop. Each step draws
+the same seeded global batch of window indices on every rank and keeps rows i % world == rank. The
+config holds what determines the numbers; its train.steps and train.eval_every are the run's shape
+the gates check (evaluations at step 0, every eval_every steps and after the last: rec.eval_due).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def windows(tokens: torch.Tensor, ids: list[int], seq_len: int) -> tuple[torch.T
     return rows[:, :-1], rows[:, 1:]
 
 
+def val_loss(model: nn.Module, tokens: torch.Tensor, seq_len: int) -> float:
+    with torch.no_grad():
+        vx, vy = windows(tokens, list(range(8)), seq_len)
+        return F.cross_entropy(model(vx).flatten(0, 1), vy.flatten()).item()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, kind, default in (
@@ -66,9 +74,17 @@ def main() -> None:
     cfg = {
         "seed": a.seed,
         "model": {"kind": "TinyLM", "dim": 32, "vocab_size": a.vocab_size},
-        "train": {"steps": a.steps, "global_batch": a.global_batch, "seq_len": a.seq_len, "lr": a.lr},
+        "train": {
+            "steps": a.steps,
+            "eval_every": a.eval_every,
+            "global_batch": a.global_batch,
+            "seq_len": a.seq_len,
+            "lr": a.lr,
+        },
     }
     rec = RunRecorder(cfg, tokens_per_step=a.global_batch * a.seq_len)  # runrecord
+    if rec.eval_due(0):  # runrecord: the validation loss before training
+        rec.eval(0, val_loss(model, tokens["val"], a.seq_len))
     for step in range(a.steps):
         gen = torch.Generator().manual_seed(a.seed * 1000 + step)
         batch = torch.randint(0, n_windows, (a.global_batch,), generator=gen).tolist()
@@ -85,10 +101,8 @@ def main() -> None:
             dist.all_reduce(mean)
             mean /= world
         rec.step(mean.item(), norm.item(), a.lr)  # runrecord: mean loss over ranks, norm before clipping
-        if (step + 1) % a.eval_every == 0:
-            with torch.no_grad():
-                vx, vy = windows(tokens["val"], list(range(8)), a.seq_len)
-                rec.eval(step + 1, F.cross_entropy(model(vx).flatten(0, 1), vy.flatten()).item())  # runrecord
+        if rec.eval_due(step + 1):  # runrecord: every eval_every steps and after the last
+            rec.eval(step + 1, val_loss(model, tokens["val"], a.seq_len))
     rec.finish(model, a.run_dir)  # runrecord: every rank; rank 0 writes metrics.json
     if world > 1:
         dist.destroy_process_group()
