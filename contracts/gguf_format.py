@@ -1,6 +1,6 @@
 """The GGUF layout the export writes and the gates read back (torch-free): one definition for both sides.
 
-xtrain/gguf_export.py writes model.gguf with these names and this vocabulary; contracts/gguf_check.py
+xtrain/export/gguf_file.py writes model.gguf with these names and this vocabulary; contracts/gguf_check.py
 reads it back against the safetensors export. Neither side may spell them differently.
 """
 

@@ -32,7 +32,7 @@ from contracts.fileio import atomic_write_bytes, canonical_json, naming_the_file
 
 MARKER = ".xtrain-output.json"
 RUN_OUTPUTS = ("checkpoints", "metrics.json", "summary.json", "loss.csv", "eval.csv")
-# The proc launcher's resolved run, in the staging folder while its workers live (xtrain/launch.py).
+# The proc launcher's resolved run, in the staging folder while its workers live (xtrain/core/launch.py).
 LAUNCH_FILE = ".launch.json"
 EXPORT_MANIFEST_FORMAT = "xtrain-export-manifest/1"
 CHECKPOINT_FORMAT = "xtrain-checkpoint/1"

@@ -1,6 +1,6 @@
 """A training stage's perf record, read the same way by the perf gates and by `registry bless --perf`.
 
-Torch-free and pure. The raw fields are those xtrain.train writes in metrics.json `perf` (and a perf
+Torch-free and pure. The raw fields are those xtrain.core.train writes in metrics.json `perf` (and a perf
 baseline keeps per stage): per-window (steps, seconds) and per-rank peak bytes. A rate is
 tokens_per_step * steps / seconds of a steady window (the warm-up windows dropped); a run's
 throughput is the median window and its spread is (max - min) / median. The change between two

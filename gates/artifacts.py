@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contracts import artifacts as contract
+from contracts import artifact_table as contract
 from contracts.fileio import md5_file
 from contracts.validate import ValidationError
 from gates.dvclock import DvcLock

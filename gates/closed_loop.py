@@ -18,7 +18,7 @@ from gates.outcome import Outcome, failed, fmt, passed
 
 MANIFEST = "manifest.json"
 # compute dtype per engine: None = the export's dtype (transformers runs it as exported);
-# ONNX Runtime always computes in fp32 (xtrain/onnx_engine.py), so the fp32 tolerance applies.
+# ONNX Runtime always computes in fp32 (xtrain/export/onnx_engine.py), so the fp32 tolerance applies.
 ENGINES: dict[str, str | None] = {"transformers": None, "onnxruntime": "fp32"}
 TRANSFORMERS_KEYS = ("missing_keys", "unexpected_keys", "mismatched_keys")
 

@@ -3,7 +3,7 @@
 dvc.lock seals files one by one; an attacker who rewrites dvc.lock (or a producer that wrote one
 file from other numbers than the next) can still make a run's files disagree. What recomputation
 allows is checked here: summary.json, loss.csv and eval.csv are what metrics.json gives (the writer's
-own formulas, xtrain.train.write_metrics), metrics.json's param_digest is the digest of the
+own formulas, xtrain.core.train.write_metrics), metrics.json's param_digest is the digest of the
 run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free),
 and metrics.json agrees with its own config (gates/expect.py, the record alone: config_hash is its
 config's identity, its length and evals are its config's, its world its per-rank lists').
@@ -31,7 +31,7 @@ THRESHOLD = "summary, loss.csv, eval.csv and the final checkpoint's digest equal
 
 
 def summary_of(m: dict[str, Any]) -> dict[str, Any]:
-    """xtrain.train.summary, recomputed (tests/test_seals_consistency.py holds the two equal)."""
+    """xtrain.core.train.summary, recomputed (tests/test_seals_consistency.py holds the two equal)."""
     return {
         "world": m["world"],
         "final_train_loss": m["train_loss"][-1],
@@ -44,14 +44,14 @@ def summary_of(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def csv_texts(m: dict[str, Any]) -> dict[str, str]:
-    """loss.csv and eval.csv as xtrain.train.write_metrics writes them (repr: every bit of the float)."""
+    """loss.csv and eval.csv as xtrain.core.train.write_metrics writes them (repr: every bit of the float)."""
     loss = ["step,loss"] + [f"{i},{v!r}" for i, v in enumerate(m["train_loss"])]
     ev = ["step,val_loss"] + [f"{e['step']},{e['loss']!r}" for e in m["eval"]]
     return {"loss.csv": "\n".join(loss) + "\n", "eval.csv": "\n".join(ev) + "\n"}
 
 
 def param_digest(path: Path) -> str:
-    """xtrain.checkpoint.param_digest of the weights in a checkpoint's model.safetensors."""
+    """xtrain.core.checkpoint.param_digest of the weights in a checkpoint's model.safetensors."""
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:

@@ -5,8 +5,8 @@ fp32 vs bf16) start ~1e-7 apart and cross 1e-3 relative around steps 23-32. So t
 what survives chaos exactly or tightly, and bounds only the rest statistically:
 
 1. samples and dropout masks (exact): per step, the rows the ranks consumed (count and hash sum,
-   xtrain/data.py) equal the single-device batch (shards disjoint, union the whole batch), and the
-   dropout masks drawn (hash sum of their seeds, xtrain/model.py) equal single-device's.
+   xtrain/core/data.py) equal the single-device batch (shards disjoint, union the whole batch), and the
+   dropout masks drawn (hash sum of their seeds, xtrain/core/model.py) equal single-device's.
 2. first step (tight): identical parameters, so loss[0], grad_norm[0] (before clipping) and the
    step-0 validation loss differ by float summation order only: rel <= first_step_rtol.
 3. prefix (the user's bound): max rel <= max_rel over the first K steps and the evals inside them,
@@ -123,7 +123,7 @@ def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
         "samples",
         False,
         f"samples differ at {len(bad)} of {len(s['count'])} steps, first step {i}: {why} "
-        "(xtrain/data.py shard_rows, step_batch)",
+        "(xtrain/core/data.py shard_rows, step_batch)",
     )
 
 
@@ -141,7 +141,7 @@ def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
         False,
         f"dropout differs at {len(bad)} of {len(s)} steps, first step {i}: the ranks drew {what} "
         f"(hash sum {d[i]} vs {s[i]}): a rank's dropout seed or global row index is out of sync, "
-        "or a rank trained with dropout off (xtrain/model.py Dropout, xtrain/train.py)",
+        "or a rank trained with dropout off (xtrain/core/model.py Dropout, xtrain/core/train.py)",
     )
 
 
@@ -360,8 +360,8 @@ def loss_match_gate(launcher: str) -> Gate:
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
         "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
         "chaotically, so only exact and early checks are tight (docs/ddp-gate.md)",
-        investigate=f"the message names the failing check. samples: xtrain/data.py sharding. first step: the "
-        f"reduction (xtrain/comm.py), sharding or dropout; a grad_norm[0] ratio of world means a sum, not a "
+        investigate=f"the message names the failing check. samples: xtrain/core/data.py sharding. first step: the "
+        f"reduction (xtrain/core/comm.py), sharding or dropout; a grad_norm[0] ratio of world means a sum, not a "
         f"mean. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
         f"runs/single/loss.csv, runs/{launcher}/loss.csv",
         takes=("loss_match",),

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.validate import ValidationError
 from gates.ci_report import short
 from gates.report import COLORS
@@ -56,7 +56,7 @@ def _same(x: Any, y: Any) -> bool:
 
 
 def load(path: str) -> dict[str, Any]:
-    report = artifacts.read("gates_report", path)
+    report = artifact_table.read("gates_report", path)
     ids = [g["id"] for g in report["gates"]]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -36,7 +36,7 @@ def export_gguf(a: Artifacts) -> Outcome:
         return failed(
             f"{len(problems)} problems",
             "every tensor bitwise, metadata equal",
-            "; ".join(problems[:8]) + ". Next: xtrain/gguf_export.py (names, types, metadata) and "
+            "; ".join(problems[:8]) + ". Next: xtrain/export/gguf_file.py (names, types, metadata) and "
             "python -c 'from contracts.gguf_check import check_gguf; ...' on the export",
         )
     return passed(
@@ -80,7 +80,7 @@ GATE = Gate(
     threshold=lambda t: "every tensor bitwise, metadata equal",
     run=lambda a, t: export_gguf(a),
     why="llama.cpp users get the GGUF, not the safetensors: it must hold the same model",
-    investigate="the message names the tensor or key; xtrain/gguf_export.py writes them, "
+    investigate="the message names the tensor or key; xtrain/export/gguf_file.py writes them, "
     "gguf.constants MODEL_ARCH.QWEN3 names them",
     takes=(),
     picture=export_gguf_picture,

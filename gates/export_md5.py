@@ -117,7 +117,7 @@ GATE = Gate(
     run=lambda a, t: export_md5(a),
     why="the export must be byte-deterministic on any machine, even where fresh training is not bitwise",
     investigate="python -m registry verify exports/pinned lists each file's expected and actual md5; "
-    "config.json changes come from xtrain/export.py, model.safetensors from dtype or tensor "
+    "config.json changes come from xtrain/export/hf_folder.py, model.safetensors from dtype or tensor "
     "naming; bless an intended change with python -m registry bless --reason '...'",
     takes=(),
     picture=export_md5_picture,

@@ -1,7 +1,7 @@
 """Perf gates: steady tokens/s and peak memory of each training stage against a blessed baseline.
 
 Everything is recomputed from raw data: the per-window (steps, seconds) and per-rank peak bytes that
-xtrain.train records in metrics.json `perf`, and the same raw fields of the baseline
+xtrain.core.train records in metrics.json `perf`, and the same raw fields of the baseline
 (registry/baselines/<env_id>/v<N>.json), read by contracts/perf_record.py (which `registry bless
 --perf` shares). A rate is tokens_per_step * steps / seconds of a steady window (the warm-up windows
 dropped). The change of a stage is a Hodges-Lehmann estimate with a ~95% confidence interval from

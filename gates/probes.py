@@ -3,7 +3,7 @@
 Why its own gate: dropout is 0 in every profile and the pilot judges launchers against each other,
 so a bug in a feature path that every launcher shares passes every other gate (issue #24's campaign:
 the attention-dropout path tiling kv heads, dropout without its 1/(1-p) rescale). Judged here from
-the raw numbers of xtrain/probes.py:
+the raw numbers of xtrain/core/probes.py:
 - attention: the explicit (dropout) path at p = 0 equals torch's SDPA to fp32 rounding;
 - dropout on ones: the mean stays 1 and a fraction p is dropped, as z-scores of a binomial draw.
 """
@@ -37,7 +37,7 @@ def attention_problem(r: dict[str, Any]) -> str | None:
     return (
         f"the attention-dropout path at p=0 differs from SDPA by {fmt(r['max_abs_diff'])} > {fmt(bound)} "
         f"({r['n_heads']} heads, {r['n_kv_heads']} kv heads): its kv-head expansion, scale or mask "
-        f"(xtrain/model.py Attention._attention_with_dropout)"
+        f"(xtrain/core/model.py Attention._attention_with_dropout)"
     )
 
 
@@ -65,7 +65,7 @@ def judge(data: dict[str, Any]) -> Outcome:
     )
     problems = [x for x in (attention_problem(attn),) if x]
     if worst > Z_FAIL:
-        problems.append(f"{dropout_text}: not inverted dropout at rate p (xtrain/model.py Dropout)")
+        problems.append(f"{dropout_text}: not inverted dropout at rate p (xtrain/core/model.py Dropout)")
     if problems:
         return failed(measured, THRESHOLD, "; ".join(problems))
     if worst > Z_PASS:
@@ -105,7 +105,7 @@ GATE = Gate(
     why="dropout is 0 in every profile and the pilot compares launchers with each other: a feature-path "
     "bug every launcher shares passes every other gate (issue #24's campaign found two)",
     investigate="python -m pipeline.probes --out /tmp/p.json; the message names the path "
-    "(xtrain/model.py Attention._attention_with_dropout or Dropout)",
+    "(xtrain/core/model.py Attention._attention_with_dropout or Dropout)",
     takes=(),
     picture=model_probes_picture,
 )

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from contracts import artifacts
+from contracts import artifact_table
 from gates.ci_report import short
 from gates.outcome import STATUSES, Outcome
 
@@ -66,12 +66,12 @@ def build(
             for gid, o in outcomes.items()
         ],
     }
-    artifacts.check("gates_report", report, "gates report")
+    artifact_table.check("gates_report", report, "gates report")
     return report
 
 
 def write(report: dict[str, Any], path: Path) -> None:
-    artifacts.write("gates_report", path, report)
+    artifact_table.write("gates_report", path, report)
 
 
 def print_table(

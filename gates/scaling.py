@@ -1,7 +1,7 @@
 """Scaling gate, recomputed from the raw tokens/s windows of bench/scaling.json.
 
 A measurement (one launcher at one world) is every window of every round it took (a noisy one
-re-measures: xtrain/remeasure.py). Its figures are those of the faster half of its windows
+re-measures: xtrain/bench/remeasure.py). Its figures are those of the faster half of its windows
 (contracts.perf_record.faster_half: interference only slows windows): tokens/s = their median,
 speedup(w) = tokens/s(world w) / tokens/s(world 1) of the same launcher, spread = (max - min) /
 median; the file's own figures are only cross-checked.

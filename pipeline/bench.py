@@ -4,7 +4,7 @@
     python -m pipeline.bench --configs ref large --device cuda --compile none reduce-overhead --profile
 
 Timed windows of both loops interleaved, median tokens/s and spread; MFU on CUDA; `--profile` shows
-where one step's time goes. How it measures: xtrain/bench.py.
+where one step's time goes. How it measures: xtrain/bench/throughput.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json
 from pipeline import stage
-from xtrain.bench import SHAPES, BenchOptions, device_label, print_table, run_bench
-from xtrain.tokenizer import load_tokenizer
+from xtrain.bench.throughput import SHAPES, BenchOptions, device_label, print_table, run_bench
+from xtrain.core.tokenizer import load_tokenizer
 
 COMPILE_MODES = ["none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 # Integer options; absent means the device's default (BenchOptions.for_device).

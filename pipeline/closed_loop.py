@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.validate import load_json
 from pipeline import stage
-from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.closed_loop_run import closed_loop, print_summary
-from xtrain.corpus import load_split
+from xtrain.core.checkpoint_dir import resolve_checkpoint
+from xtrain.core.corpus import load_split
+from xtrain.export.closed_loop_run import closed_loop, print_summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             cl["new_tokens"],
             {"fp32": cl["logits_atol_fp32"], "bf16": cl["logits_atol_bf16"]},
         )
-        artifacts.write("closed_loop", args.report, report)
+        artifact_table.write("closed_loop", args.report, report)
         print_summary(report)
 
     return stage.run(body)

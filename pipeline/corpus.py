@@ -7,7 +7,7 @@ from pathlib import Path
 
 from params.project import load_sections
 from pipeline import stage
-from xtrain.corpus import CorpusError, make_corpus
+from xtrain.core.corpus import CorpusError, make_corpus
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Export to a Hugging Face folder (Qwen3 layout, model card, GGUF, manifest): xtrain/export.py.
+"""Export to a Hugging Face folder (Qwen3 layout, model card, GGUF, manifest): xtrain/export/hf_folder.py.
 
 python -m pipeline.export           # stage `export`: runs/single -> exports/fresh, the registry's pinned
                                     # checkpoint -> exports/pinned (params.yaml `export:`)
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pipeline import stage
 from registry.store import Registry
-from xtrain.checkpoint_dir import CheckpointNotFound
-from xtrain.export import DTYPES, ExportError, export
+from xtrain.core.checkpoint_dir import CheckpointNotFound
+from xtrain.export.hf_folder import DTYPES, ExportError, export
 
 ERRORS = (ExportError, CheckpointNotFound, ValueError)
 

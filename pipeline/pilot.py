@@ -26,8 +26,8 @@ from contracts.validate import load_schema, validate
 from params.config import Params
 from params.pilot_cells import CELLS, cell_sets, cells_for, pilot_section
 from pipeline import stage
-from xtrain import launch
-from xtrain.pilot import cell_specs, drop_checkpoints, run_here
+from xtrain.core import launch
+from xtrain.core.pilot import cell_specs, drop_checkpoints, run_here
 
 FORMAT = "xtrain-pilot/1"
 

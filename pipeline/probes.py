@@ -1,4 +1,4 @@
-"""Stage `probes`: identities of the model's feature paths (xtrain/probes.py), judged by gates/probes.py.
+"""Stage `probes`: identities of the model's feature paths (xtrain/core/probes.py), judged by gates/probes.py.
 
 python -m pipeline.probes [--set k=v] [--out runs/probes.json]
 
@@ -13,7 +13,7 @@ import sys
 from contracts.fileio import atomic_write_json
 from contracts.validate import load_schema, validate
 from pipeline import stage
-from xtrain.probes import run_probes
+from xtrain.core.probes import run_probes
 
 FORMAT = "xtrain-probes/1"
 VOCAB = 256  # the probes never touch the embedding: any vocabulary serves

@@ -1,15 +1,15 @@
-"""Stage `scaling`: tokens/s per launcher and world -> bench/scaling.json and bench/scaling.png (xtrain/scaling_bench.py).
+"""Stage `scaling`: tokens/s per launcher and world -> bench/scaling.json and bench/scaling.png (xtrain/bench/scaling.py).
 
 python -m pipeline.scaling [--out bench] [--set k=v]    # worlds and launchers from params.yaml `scaling:`
 python -m pipeline.scaling --profile 5 --out bench/profiled   # also where rank 0's step time goes
 
 With --profile N every measured process runs N more steps after its windows, rank 0 under
-torch.profiler (xtrain/step_profile.py): OUT/profile.json and a table of host time, GPU compute,
+torch.profiler (xtrain/bench/step_profile.py): OUT/profile.json and a table of host time, GPU compute,
 collectives and the part of them no compute overlaps. Not part of the dvc stage.
 
 Measured processes run this module again: `python -m pipeline.scaling rank thread --worlds 1,2 ...`
 (every world in turn, one process), or `rank proc --worlds N` under a real torchrun of N workers.
-bench/scaling.json is validated when written (contracts.artifacts); a bad record is one line, exit 2.
+bench/scaling.json is validated when written (contracts.artifact_table); a bad record is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stage
-from xtrain.launch import build_spec, torchrun_cmd
-from xtrain.remeasure import Remeasure
-from xtrain.scaling_bench import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
-from xtrain.tokenizer import load_tokenizer
+from xtrain.bench.remeasure import Remeasure
+from xtrain.bench.scaling import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
+from xtrain.core.launch import build_spec, torchrun_cmd
+from xtrain.core.tokenizer import load_tokenizer
 
 
 def parser(prog: str) -> argparse.ArgumentParser:

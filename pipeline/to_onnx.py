@@ -1,4 +1,4 @@
-"""An export as an ONNX graph (input_ids [batch, seq] -> logits), through xtrain/onnx_engine.py.
+"""An export as an ONNX graph (input_ids [batch, seq] -> logits), through xtrain/export/onnx_engine.py.
 
 python -m pipeline.to_onnx EXPORT OUT.onnx
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from contracts.errors import cli
 from contracts.fileio import atomic_write_bytes
-from xtrain.onnx_engine import onnx_bytes
+from xtrain.export.onnx_engine import onnx_bytes
 
 
 @cli

@@ -9,8 +9,8 @@ from contracts.fileio import atomic_write_json, md5_file
 from contracts.validate import load_json
 from params.project import load_sections
 from pipeline import stage
-from xtrain.corpus import load_split
-from xtrain.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
+from xtrain.core.corpus import load_split
+from xtrain.core.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Stages `train_single`, `train@thread`, `train@proc`: train with one launcher (xtrain/launch.py).
+"""Stages `train_single`, `train@thread`, `train@proc`: train with one launcher (xtrain/core/launch.py).
 
 python -m pipeline.train single|thread [--world N] [--set k=v] [--resume] [--run-dir DIR]
 python -m pipeline.train proc      # starts torchrun itself with launchers.proc.world workers
@@ -22,13 +22,13 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
 from params.cli import add_params_args
 from params.config import LaunchConfig, load_params
-from xtrain import launch, proctree, rundir
-from xtrain.train import RunSpec
+from xtrain.core import launch, proctree, rundir
+from xtrain.core.train import RunSpec
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -81,7 +81,7 @@ Resolve = Callable[[], tuple[LaunchConfig, RunSpec, bool | None]]
 
 
 def torchrun_worker(resolve: Resolve) -> int:
-    """A torchrun worker: dies with its agent (and with our launcher, xtrain/proctree.py); a failure
+    """A torchrun worker: dies with its agent (and with our launcher, xtrain/core/proctree.py); a failure
     is one line naming the rank, then a hard exit."""
     launch.die_with_parent()
     rank = int(os.environ["RANK"])
@@ -154,11 +154,11 @@ def launch_locked(args: argparse.Namespace, argv: list[str]) -> int:
     """One writer per run directory: the launcher holds the run's lock for the whole run, and
     refuses before anything is touched (a folder it did not make, --resume with no checkpoint)."""
     rundir.preflight(run_dir(args), args.resume)  # read-only: a refusal creates not even the lock file
-    with rundir.locked(run_dir(args)):  # the launcher lives as long as its tree (xtrain/proctree.py)
+    with rundir.locked(run_dir(args)):  # the launcher lives as long as its tree (xtrain/core/proctree.py)
         rundir.preflight(run_dir(args), args.resume)  # again, now that no other writer can change it
         code = start_torchrun(args, argv) if args.launcher == "proc" else train_here(args)
         if code == 0:  # also on a torchrun worker's write: read it back
-            artifacts.read("metrics", Path(run_dir(args)) / "metrics.json")
+            artifact_table.read("metrics", Path(run_dir(args)) / "metrics.json")
     return code
 
 

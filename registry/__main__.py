@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contracts import artifacts, outputs
+from contracts import artifact_table, outputs
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
@@ -49,7 +49,7 @@ from registry.store import (
     seal,
     write_once,
 )
-from xtrain.checkpoint_dir import resolve_checkpoint
+from xtrain.core.checkpoint_dir import resolve_checkpoint
 
 MIN_REASON = 10
 
@@ -61,7 +61,7 @@ def default_model(params: str) -> str:
 
 
 def read_manifest(export_dir: Path) -> dict[str, Any]:
-    return artifacts.read("manifest", export_dir / MANIFEST)
+    return artifact_table.read("manifest", export_dir / MANIFEST)
 
 
 def need_reason(reason: str | None) -> str:
@@ -171,7 +171,7 @@ def series(values: dict[int, float]) -> dict[str, Any]:
 def bless_golden(
     reg: Registry, metrics_path: Path, export_dir: Path, tier: str | None, reason: str, params: str
 ) -> int:
-    metrics = artifacts.read("metrics", metrics_path)
+    metrics = artifact_table.read("metrics", metrics_path)
     manifest = read_manifest(export_dir)
     env = metrics["env"]
     env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
@@ -337,7 +337,7 @@ def verify_command(reg: Registry, args: argparse.Namespace) -> int:
     export_dir = Path(args.export_dir)
     report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
     if args.report:
-        artifacts.write("registry_check", args.report, report)
+        artifact_table.write("registry_check", args.report, report)
     print_verify(report, export_dir)
     return 0 if report["passed"] or args.no_fail else 1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.perf_record import STAGES, median_spread, stage_perf
 from contracts.validate import load_schema, validate
 from registry.provenance import provenance
@@ -33,7 +33,7 @@ def read_stages(runs: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     for launcher in STAGES:
         path = runs / launcher / "metrics.json"
         if path.exists():
-            metrics = artifacts.read("metrics", path)
+            metrics = artifact_table.read("metrics", path)
             stages[launcher] = stage_entry(metrics, path)
             env = env or metrics["env"]
     if env is None:

@@ -15,11 +15,11 @@ from torch import nn
 from contracts.fileio import atomic_write_bytes, atomic_write_text
 from params.cadence import eval_due
 from params.identity import config_identity
-from xtrain.checkpoint import model_tensors, param_digest
-from xtrain.env import fingerprint
-from xtrain.fingerprint import MAX_TERMS, hash32
-from xtrain.peak_memory import peak_bytes, peak_record
-from xtrain.train import write_metrics
+from xtrain.core.checkpoint import model_tensors, param_digest
+from xtrain.core.env import fingerprint
+from xtrain.core.fingerprint import MAX_TERMS, hash32
+from xtrain.core.peak_memory import peak_bytes, peak_record
+from xtrain.core.train import write_metrics
 
 # 1.1: finish(checkpoint=True). 1.2: config.train.steps and config.train.eval_every required (the gates
 # take a run's shape from its own config), eval_due(); config_hash leaves train's bookkeeping keys out

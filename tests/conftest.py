@@ -142,8 +142,8 @@ class TinyData:
 
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
-    from xtrain.corpus import Document, build_corpus
-    from xtrain.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
+    from xtrain.core.corpus import Document, build_corpus
+    from xtrain.core.tokenizer import encode_text, save_tokenizer, save_tokens, train_tokenizer
 
     root = tmp_path_factory.mktemp("tiny")
     text, meta = build_corpus([Document("tiny.txt", tiny_text())], 0.1, {"kind": "test"})
@@ -184,7 +184,7 @@ def tiny_spec(
     train: dict | None = None,
     seed: int = 1234,
 ):
-    from xtrain.train import RunSpec
+    from xtrain.core.train import RunSpec
 
     return RunSpec(
         run=tiny_run_config(data.vocab_size, model, train, seed),

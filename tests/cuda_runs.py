@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
-from xtrain.launch import run_single, run_threads, torchrun_cmd
+from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 
 LAUNCH_MODULE = "pipeline.train"  # the launchers' command line
 CUDA = {"device": "cuda", "precision": "bf16", "fused_adamw": True, "steps": 12}

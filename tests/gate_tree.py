@@ -29,10 +29,10 @@ from gates.__main__ import main as gates_main
 from params.config import set_in_file
 from registry import index as registry_index
 from registry.__main__ import main as registry_main
-from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.closed_loop_run import closed_loop
-from xtrain.export import export
-from xtrain.launch import run_single, run_threads, torchrun_cmd
+from xtrain.core.checkpoint_dir import resolve_checkpoint
+from xtrain.core.launch import run_single, run_threads, torchrun_cmd
+from xtrain.export.closed_loop_run import closed_loop
+from xtrain.export.hf_folder import export
 
 # one round: the tree is about the gates; re-measuring is tests/test_measure_remeasure.py
 SCALING_OVERRIDES = (

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 
 from conftest import REPO, TinyData, tiny_cli
-from xtrain.rundir import partial_dir
+from xtrain.core.rundir import partial_dir
 
 GRACE_S = 5.0  # how long a process of the tree may outlive the launcher
 

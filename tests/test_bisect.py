@@ -3,7 +3,7 @@
 The scratch repository is this project with a tiny params config and a golden blessed at GOOD.
 History after GOOD: a docs commit, a commit that breaks the build (train.steps=0 is refused), a
 commit that fixes it, the planted regression (an off-by-one in the warm-up schedule of
-xtrain/optim.py: fresh_train's exact tier fails at step 1), a docs commit (BAD). Bisect must name the planted commit, skip the broken one and say so.
+xtrain/core/optim.py: fresh_train's exact tier fails at step 1), a docs commit (BAD). Bisect must name the planted commit, skip the broken one and say so.
 A branch from GOOD holds the params case: train.lr raised by 30 % in params.yaml, then a docs
 commit. Each commit is judged against its own params, so GOOD passes and the lr commit is named as
 a config change without a golden.
@@ -43,7 +43,7 @@ def commit(
     warmup_bug: bool = False,
 ) -> str:
     if warmup_bug:
-        optim = repo / "xtrain" / "optim.py"
+        optim = repo / "xtrain" / "core" / "optim.py"
         assert WARMUP in optim.read_text()
         optim.write_text(optim.read_text().replace(WARMUP, WARMUP.replace("step + 1", "step + 2")))
     if edit_params is not None:

@@ -17,10 +17,10 @@ from conftest import PARAMS, TinyData, tiny_spec, tiny_text
 from contracts.fileio import atomic_write_json
 from gate_tree import seal, write_pipeline
 from gates.__main__ import main as gates_main
-from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.closed_loop_run import closed_loop
-from xtrain.export import export
-from xtrain.launch import run_single
+from xtrain.core.checkpoint_dir import resolve_checkpoint
+from xtrain.core.launch import run_single
+from xtrain.export.closed_loop_run import closed_loop
+from xtrain.export.hf_folder import export
 
 REPORT = "reports/closed_loop.json"
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, tiny_spec
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.validate import ValidationError, load_schema
 
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from xtrain.launch import run_single
+    from xtrain.core.launch import run_single
 
     out = tmp_path_factory.mktemp("contract") / "single"
     run_single(tiny_spec(tiny_data, run_dir=out))
@@ -28,22 +28,22 @@ def test_every_schema_lives_in_contracts() -> None:
     ]
     assert not stray, f"schemas outside contracts/schemas: {stray}"
     on_disk = {p.name for p in (REPO / "contracts" / "schemas").glob("*.schema.json")}
-    assert {a.schema for a in artifacts.TABLE.values()} <= on_disk
+    assert {a.schema for a in artifact_table.TABLE.values()} <= on_disk
 
 
-@pytest.mark.parametrize("kind", sorted(artifacts.TABLE))
+@pytest.mark.parametrize("kind", sorted(artifact_table.TABLE))
 def test_format_tag_is_the_schemas(kind: str) -> None:
-    a = artifacts.TABLE[kind]
+    a = artifact_table.TABLE[kind]
     const = load_schema(a.schema)["properties"].get("format", {}).get("const")
     assert const == a.format
 
 
 def test_metrics_writer_refuses_an_invalid_record_naming_the_key(run_dir: Path, tmp_path: Path) -> None:
-    from xtrain.train import write_metrics
+    from xtrain.core.train import write_metrics
 
-    metrics = artifacts.read("metrics", run_dir / "metrics.json")
+    metrics = artifact_table.read("metrics", run_dir / "metrics.json")
     write_metrics(tmp_path / "good", metrics)  # positive control: the real record is accepted
-    assert artifacts.read("metrics", tmp_path / "good" / "metrics.json") == metrics
+    assert artifact_table.read("metrics", tmp_path / "good" / "metrics.json") == metrics
 
     bad = {**metrics, "world": "two"}
     with pytest.raises(ValidationError) as err:
@@ -58,23 +58,23 @@ def test_metrics_writer_refuses_an_invalid_record_naming_the_key(run_dir: Path, 
 
 def test_non_finite_losses_are_recorded_not_refused(run_dir: Path, tmp_path: Path) -> None:
     # a diverged run must reach the disk so the `finite` gate can fail it
-    metrics = artifacts.read("metrics", run_dir / "metrics.json")
+    metrics = artifact_table.read("metrics", run_dir / "metrics.json")
     diverged = {**metrics, "final_val_loss": float("nan")}
-    artifacts.write("metrics", tmp_path / "metrics.json", diverged)
+    artifact_table.write("metrics", tmp_path / "metrics.json", diverged)
     assert math.isnan(json.loads((tmp_path / "metrics.json").read_text())["final_val_loss"])
 
 
 def test_read_refuses_an_edited_file_naming_file_and_key(run_dir: Path, tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
-    artifacts.read("summary", run_dir / "summary.json")
+    artifact_table.read("summary", run_dir / "summary.json")
     (tmp_path / "summary.json").write_text(json.dumps({**summary, "extra": 1}))
     with pytest.raises(ValidationError, match=r"summary\.json: extra: unknown key"):
-        artifacts.read("summary", tmp_path / "summary.json")
+        artifact_table.read("summary", tmp_path / "summary.json")
 
 
 def test_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown artifact kind"):
-        artifacts.write("metric", "x.json", {})
+        artifact_table.write("metric", "x.json", {})
 
 
 def test_one_relative_difference() -> None:

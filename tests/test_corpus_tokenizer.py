@@ -12,8 +12,8 @@ import yaml
 
 from conftest import PARAMS, REPO, tiny_text
 from contracts.fileio import md5_file
-from xtrain.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
-from xtrain.tokenizer import encode_text, load_tokenizer, load_tokens, train_tokenizer
+from xtrain.core.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
+from xtrain.core.tokenizer import encode_text, load_tokenizer, load_tokens, train_tokenizer
 
 
 def data_params(**kw) -> dict:
@@ -65,7 +65,7 @@ def test_tokenizer_training_is_byte_identical_across_processes(tmp_path: Path) -
     src = tmp_path / "t.txt"
     src.write_text(tiny_text(20000, seed=3))
     code = (
-        "import sys; from xtrain.tokenizer import train_tokenizer, save_tokenizer; from pathlib import Path; "
+        "import sys; from xtrain.core.tokenizer import train_tokenizer, save_tokenizer; from pathlib import Path; "
         "t = train_tokenizer(Path(sys.argv[1]).read_text(), 400, 2); save_tokenizer(t, Path(sys.argv[2]))"
     )
     outs = []

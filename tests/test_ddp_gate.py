@@ -2,7 +2,7 @@
 
 Every run here is the real training code on the tiny config with dropout on (masks per global
 sample, so DDP equals single device up to summation order even with dropout). The negative
-controls inject real bugs through xtrain/faults.py: gradients summed instead of averaged, every
+controls inject real bugs through xtrain/core/faults.py: gradients summed instead of averaged, every
 rank reading rank 0's shard, one rank's dropout seed out of sync. Each must fail the gate with the
 configured thresholds of params.yaml, under the thread launcher and (for two) real torchrun.
 """
@@ -23,11 +23,11 @@ from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_run_config, tiny_spe
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
-from xtrain import faults
-from xtrain.data import TokenData, step_batch
-from xtrain.fingerprint import hash32
-from xtrain.launch import RankFailed, run_single, run_threads, torchrun_cmd
-from xtrain.model import build_model
+from xtrain.core import faults
+from xtrain.core.data import TokenData, step_batch
+from xtrain.core.fingerprint import hash32
+from xtrain.core.launch import RankFailed, run_single, run_threads, torchrun_cmd
+from xtrain.core.model import build_model
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -182,7 +182,7 @@ def test_a_rank_training_with_dropout_off_fails(tiny_data: TinyData, single: dic
     """The seed design's bug, one rank without dropout: caught exactly, whatever the loss does."""
 
     def target(spec, comm):
-        from xtrain.launch import rank_main
+        from xtrain.core.launch import rank_main
 
         if comm.rank == 1:
             spec = dataclasses.replace(

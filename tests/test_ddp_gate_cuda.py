@@ -19,7 +19,7 @@ from conftest import PARAMS
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
-from xtrain import faults
+from xtrain.core import faults
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 

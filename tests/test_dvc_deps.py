@@ -184,10 +184,10 @@ def names(code: str, path: str = "x.py") -> set[str]:
 def test_only_real_imports_and_explicit_module_runs_count() -> None:
     """Negative controls: a string that happens to be a package name is not an import; every form
     of a real import, and a module run explicitly, is."""
-    assert names('x = "gates"\nprint("xtrain.model", "-m")\n') == set()
+    assert names('x = "gates"\nprint("xtrain.core.model", "-m")\n') == set()
     assert "gates/__init__.py" not in closure("pipeline.corpus")  # params/config.py says "gates"
-    assert names("import xtrain.model\nfrom gates import bisect\n") >= {
-        "xtrain.model",
+    assert names("import xtrain.core.model\nfrom gates import bisect\n") >= {
+        "xtrain.core.model",
         "gates",
         "gates.bisect",
     }
@@ -196,18 +196,18 @@ def test_only_real_imports_and_explicit_module_runs_count() -> None:
     assert "registry" in names("from . import store\n", "registry/checks.py")
     assert names('cmd = [sys.executable, "-m", "pipeline.scaling", "rank"]\n') == {"pipeline.scaling"}
     assert names('torchrun_cmd(2, "pipeline.train", "proc")\n') == {"pipeline.train"}
-    assert names('importlib.import_module("xtrain.model")\n') == {"xtrain.model"}
+    assert names('importlib.import_module("xtrain.core.model")\n') == {"xtrain.core.model"}
     assert names('SCHEMA = "metrics.schema.json"\n') == {"metrics.schema.json"}
 
 
 def test_a_missing_import_and_a_needless_dep_are_reported() -> None:
     cmd, deps = stages()["corpus"]
-    assert "xtrain/corpus.py" in deps and not missing_deps(cmd, deps) and not extra_deps(cmd, deps)
-    without = tuple(d for d in deps if d != "xtrain/corpus.py")
-    assert missing_deps(cmd, without) == ["xtrain/corpus.py"]
-    assert extra_deps(cmd, (*deps, "gates/__init__.py", "xtrain/model.py")) == [
+    assert "xtrain/core/corpus.py" in deps and not missing_deps(cmd, deps) and not extra_deps(cmd, deps)
+    without = tuple(d for d in deps if d != "xtrain/core/corpus.py")
+    assert missing_deps(cmd, without) == ["xtrain/core/corpus.py"]
+    assert extra_deps(cmd, (*deps, "gates/__init__.py", "xtrain/core/model.py")) == [
         "gates/__init__.py",
-        "xtrain/model.py",
+        "xtrain/core/model.py",
     ]
 
 
@@ -223,9 +223,11 @@ def test_the_closure_finds_what_a_stage_misses() -> None:
     modules = ("checkpoint", "comm", "config", "data", "determinism", "launch", "model", "optim", "train")
     old_train_deps = ("pipeline/train.py", *(f"xtrain/{m}.py" for m in modules))
     missing = missing_deps("python3 -m pipeline.train proc", old_train_deps)
-    assert {"xtrain/env.py", "xtrain/__init__.py", "contracts/schemas/metrics.schema.json"} <= set(missing)
+    assert {"xtrain/core/env.py", "xtrain/__init__.py", "contracts/schemas/metrics.schema.json"} <= set(
+        missing
+    )
     assert "contracts/schemas/params.schema.json" in missing  # config.py loads it
-    assert not covered("xtrain/env.py", ("xtrain/e",)) and covered("xtrain/env.py", ("xtrain/",))
+    assert not covered("xtrain/core/env.py", ("xtrain/e",)) and covered("xtrain/core/env.py", ("xtrain/",))
 
 
 def dvc_status(root: Path) -> dict:
@@ -246,17 +248,17 @@ def changed_deps(status: dict, stage: str) -> dict:
 
 
 def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> None:
-    """Real DVC: after an edit of xtrain/env.py (imported only through the launchers) and of
+    """Real DVC: after an edit of xtrain/core/env.py (imported only through the launchers) and of
     contracts/fileio.py (imported by every stage), `dvc status` names them for exactly those stages."""
     root = scratch_repo(tmp_path)
     before = dvc_status(root)
-    for rel in ("xtrain/env.py", "contracts/fileio.py"):
+    for rel in ("xtrain/core/env.py", "contracts/fileio.py"):
         with open(root / rel, "a") as f:
             f.write("\n# edited\n")
     after = dvc_status(root)
     for stage, (cmd, _) in stages().items():
         imported = closure(stage_module(cmd))
-        for rel in ("xtrain/env.py", "contracts/fileio.py"):
+        for rel in ("xtrain/core/env.py", "contracts/fileio.py"):
             if rel in imported:
                 assert rel not in changed_deps(before, stage), (
                     f"dvc.lock is stale for {stage} ({rel}): run `dvc repro` and commit dvc.lock"
@@ -264,7 +266,7 @@ def test_editing_an_imported_module_makes_its_stages_changed(tmp_path: Path) -> 
                 assert changed_deps(after, stage).get(rel) == "modified", (stage, rel, after.get(stage))
             else:
                 assert rel not in changed_deps(after, stage), (stage, rel)  # the control: others stay
-    assert any("xtrain/env.py" not in closure(stage_module(c)) for c, _ in stages().values())
+    assert any("xtrain/core/env.py" not in closure(stage_module(c)) for c, _ in stages().values())
 
 
 def test_every_source_dep_exists() -> None:

@@ -13,7 +13,7 @@ import torch
 
 from conftest import REPO
 from contracts.validate import ValidationError, load_schema, validate
-from xtrain.env import ENV_ID, cpu_info, fingerprint
+from xtrain.core.env import ENV_ID, cpu_info, fingerprint
 
 CPU = torch.device("cpu")
 
@@ -56,7 +56,9 @@ def test_kernel_irrelevant_facts_keep_the_env_id() -> None:
 
 
 def _env_id_in_subprocess(**env: str) -> str:
-    code = "import torch, xtrain.env as e; print(e.fingerprint(torch.device('cpu'), 2, 'fp32')['env_id'])"
+    code = (
+        "import torch, xtrain.core.env as e; print(e.fingerprint(torch.device('cpu'), 2, 'fp32')['env_id'])"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

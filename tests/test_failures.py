@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from conftest import REPO, TinyData, tiny_cli
-from xtrain.launch import torchrun_cmd
-from xtrain.rundir import partial_dir
+from xtrain.core.launch import torchrun_cmd
+from xtrain.core.rundir import partial_dir
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -155,7 +155,7 @@ import os, subprocess, sys, time
 child = '''
 import sys, time
 if sys.argv[1] == "watched":
-    from xtrain.launch import die_with_parent
+    from xtrain.core.launch import die_with_parent
     die_with_parent()
 open(sys.argv[3], "w").close()
 time.sleep(120)

@@ -24,7 +24,7 @@ from gates.__main__ import main as gates_main
 from params.config import load_params
 from params.pilot_cells import CELLS, cells_for
 from registry import index as registry_index
-from xtrain.export import export
+from xtrain.export.hf_folder import export
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

@@ -81,7 +81,7 @@ def test_the_nightly_failure_comes_back_when_a_test_reads_the_switched_file(swit
     """Negative control: the same test, told to read the working (switched) file, fails as on the nightly."""
     out = pytest_in(switched, RANK_SHARES, env={"XTRAIN_TEST_PARAMS": str(switched / "params.yaml")})
     assert out.returncode == 1, out.stdout[-3000:]
-    # the nightly's error (xtrain/launch.py), or the one-line check that now precedes it (issue #27)
+    # the nightly's error (xtrain/core/launch.py), or the one-line check that now precedes it (issue #27)
     assert (
         "train.device is cuda but torch.cuda.is_available() is False" in out.stdout
         or "cuda, but no CUDA device is visible" in out.stdout

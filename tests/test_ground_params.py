@@ -78,7 +78,7 @@ def test_identity_ignores_bookkeeping_and_sees_every_other_key(seed, model, trai
 
 
 def old_eval_steps(every: int, steps: int) -> list[int]:
-    """gates/expect.py's rule before it moved here (the trainer's was xtrain/train.py eval_due)."""
+    """gates/expect.py's rule before it moved here (the trainer's was xtrain/core/train.py eval_due)."""
     return [0, *(s for s in range(1, steps + 1) if s % every == 0 or s == steps)] if every else []
 
 
@@ -108,14 +108,14 @@ def test_thresholds_come_from_the_one_loader(tmp_path: Path) -> None:
 
 
 def test_the_resolved_run_reads_back_with_its_identity(tmp_path: Path) -> None:
-    """The proc launcher stages its resolved run (xtrain/launch.py stage_launch); its workers read the
+    """The proc launcher stages its resolved run (xtrain/core/launch.py stage_launch); its workers read the
     same run, the same config_hash; a file whose run was edited is refused (negative control); after
     the tree the launch file goes, and an otherwise empty staging folder with it."""
     from contracts.outputs import LAUNCH_FILE
     from params.config import LaunchConfig
-    from xtrain import rundir
-    from xtrain.launch import read_launch, stage_launch, unstage_launch
-    from xtrain.train import RunSpec
+    from xtrain.core import rundir
+    from xtrain.core.launch import read_launch, stage_launch, unstage_launch
+    from xtrain.core.train import RunSpec
 
     run = load_params(PARAMS).run_config(2048)
     assert RunConfig.from_dict(json.loads(json.dumps(run.to_dict()))) == run

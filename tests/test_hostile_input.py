@@ -126,7 +126,7 @@ def test_a_shell_command_as_world_in_the_params_file_is_refused_before_anything_
 
 def test_torchrun_cmd_takes_only_a_positive_integer_world() -> None:
     from contracts.validate import ValidationError
-    from xtrain.launch import torchrun_cmd
+    from xtrain.core.launch import torchrun_cmd
 
     assert torchrun_cmd(2, "m")[5] == "2"
     for bad in (0, "2 --help", 2.0, True):
@@ -198,7 +198,7 @@ def test_broken_inputs_name_the_file_and_lose_nothing(
 
 
 def assert_no_staging_left(run_dir: Path) -> None:
-    from xtrain.rundir import partial_dir
+    from xtrain.core.rundir import partial_dir
 
     assert not partial_dir(run_dir).exists()
 

@@ -7,6 +7,8 @@
   imports no project package; params only contracts; registry no gates; nothing below pipeline
   imports it); gates never imports xtrain, not even through registry (the judge does not stand on
   the trainer); params (params.yaml's one loader) never imports torch;
+- inside xtrain the rooms point down too: core (the stack under test) imports neither export nor
+  bench, export never bench, and every module of xtrain lives in one of the three (issue #26 item 4);
 - every function reads in one screen: at most 60 lines;
 - a library module that was a command says where the command went, exit 2 (never a silent 0).
 
@@ -148,10 +150,47 @@ def test_imports_point_down() -> None:
     assert not bad, f"upward imports (allowed: {MAY_IMPORT}): {bad}"
 
 
+# xtrain's rooms (issue #26 item 4) and the rooms each may import: the stack under test stands alone
+XTRAIN_ROOMS = {"core": {"core"}, "export": {"core", "export"}, "bench": {"core", "bench"}}
+
+
+def xtrain_rooms(tree: ast.AST) -> set[str]:
+    """The xtrain sub-packages a module imports (`from xtrain.core.model import ...`, `import xtrain.bench`)."""
+    rooms: set[str] = set()
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] if node.module != "xtrain" else [f"xtrain.{a.name}" for a in node.names]
+        rooms.update(n.split(".")[1] for n in names if n.startswith("xtrain.") and n.count(".") >= 1)
+    return rooms
+
+
+def test_xtrain_rooms_point_down() -> None:
+    bad, homeless = {}, []
+    for p in sources(("xtrain",)):
+        parts = p.relative_to(REPO / "xtrain").parts
+        if len(parts) == 1:
+            homeless += [] if parts[0] == "__init__.py" else [rel(p)]
+            continue
+        if up := sorted(xtrain_rooms(parse(p)) - XTRAIN_ROOMS[parts[0]]):
+            bad[rel(p)] = up
+    assert not homeless, f"xtrain modules outside core/, export/, bench/: {homeless}"
+    assert not bad, f"xtrain rooms importing up (allowed: {XTRAIN_ROOMS}): {bad}"
+
+
+def test_the_rooms_check_catches_an_upward_import() -> None:
+    """Negative control: the stack under test importing the exporter or a benchmark is caught."""
+    tree = ast.parse(
+        "from xtrain.export.hf_folder import export\nfrom xtrain import bench\nimport xtrain.core.model\n"
+    )
+    assert xtrain_rooms(tree) - XTRAIN_ROOMS["core"] == {"export", "bench"}
+    assert xtrain_rooms(ast.parse("from xtrain.core.train import RunSpec\n")) <= XTRAIN_ROOMS["bench"]
+
+
 def test_the_rules_scan_real_code() -> None:
     """Positive control: the scans see the files they judge, the edge included."""
     scanned = {rel(p) for p in sources(PACKAGES)}
-    assert {"xtrain/train.py", "gates/perf.py", "registry/__main__.py", "pipeline/train.py"} <= scanned
+    assert {"xtrain/core/train.py", "gates/perf.py", "registry/__main__.py", "pipeline/train.py"} <= scanned
     assert argv_uses(parse(REPO / "pipeline" / "train.py"))  # the edge does parse argv
     assert project_imports(parse(REPO / "registry" / "baselines.py")) >= {"contracts", "registry"}
 
@@ -202,7 +241,7 @@ def test_gates_never_imports_xtrain_not_even_through_registry() -> None:
 
 def test_the_torch_and_xtrain_probes_catch() -> None:
     """Negative controls: a torch import in the source is found, the fresh-interpreter probe sees
-    xtrain when a module does pull it in (registry/__main__.py imports xtrain.checkpoint_dir), and
+    xtrain when a module does pull it in (registry/__main__.py imports xtrain.core.checkpoint_dir), and
     the layer table refuses gates -> xtrain and params -> gates."""
     assert torch_imports(ast.parse("def f():\n    import torch.nn as nn\n")) == ["2: import torch.nn"]
     assert torch_imports(ast.parse("from torch import nn\n")) == ["1: from torch"]
@@ -218,18 +257,18 @@ def test_the_torch_and_xtrain_probes_catch() -> None:
 MOVED = dict(
     pair.split(":")
     for pair in [
-        "launch:train",
-        "export:export",
-        "bench:bench",
-        "onnx_engine:to_onnx",
-        "scaling_bench:scaling",
+        "core.launch:train",
+        "export.hf_folder:export",
+        "bench.throughput:bench",
+        "export.onnx_engine:to_onnx",
+        "bench.scaling:scaling",
     ]
 )
 
 
 @pytest.mark.parametrize("module", sorted(MOVED))
 def test_a_moved_command_names_its_new_home(module: str) -> None:
-    """`torchrun ... -m xtrain.launch proc` in an old script must fail, not exit 0 having trained nothing."""
+    """`torchrun ... -m xtrain.core.launch proc` in an old script must fail, not exit 0 having trained nothing."""
     proc = subprocess.run(
         [sys.executable, "-m", f"xtrain.{module}", "proc", "--help"], cwd=REPO, capture_output=True, text=True
     )
@@ -262,7 +301,7 @@ ARGV_CASES = {
 @pytest.mark.parametrize("case", sorted(ARGV_CASES))
 def test_the_argv_check_catches(case: str) -> None:
     assert argv_uses(ast.parse(ARGV_CASES[case]))
-    assert not at_the_edge("xtrain/launch.py") and not at_the_edge("gates/perf.py")
+    assert not at_the_edge("xtrain/core/launch.py") and not at_the_edge("gates/perf.py")
     assert (
         at_the_edge("pipeline/train.py") and at_the_edge("gates/__main__.py") and at_the_edge("params/cli.py")
     )

@@ -20,7 +20,7 @@ import yaml
 from conftest import REPO, TINY_OVERRIDES, TinyData, tiny_cli
 from contracts.validate import ValidationError
 from params.config import load_params
-from xtrain.tokenizer import load_tokens, save_tokens
+from xtrain.core.tokenizer import load_tokens, save_tokens
 
 PARAMS = (REPO / "params.yaml").read_text()
 
@@ -221,7 +221,7 @@ def test_a_special_file_as_data_path_is_refused(tmp_path: Path, kind: str) -> No
 
 def test_a_text_file_as_data_path_still_works(tmp_path: Path, tiny_data: TinyData) -> None:
     """Control: a regular UTF-8 file is read."""
-    from xtrain.corpus import read_text_file
+    from xtrain.core.corpus import read_text_file
 
     assert read_text_file(str(tiny_data.text))[0].text.startswith(tiny_data.text.read_text()[:20])
 
@@ -300,7 +300,7 @@ def test_an_injected_export_name_is_one_line(tiny_run: Path, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("name", ["a b", "x" * 65, "", "<script>", "../up", "name:\n  evil: true", "é"])
 def test_an_unsafe_export_name_is_refused(tiny_run: Path, tmp_path: Path, name: str) -> None:
-    from xtrain.export import export
+    from xtrain.export.hf_folder import export
 
     out = tmp_path / "out"
     with pytest.raises(ValidationError, match="not a safe model name"):
@@ -309,7 +309,7 @@ def test_an_unsafe_export_name_is_refused(tiny_run: Path, tmp_path: Path, name: 
 
 
 def test_a_safe_export_name_titles_the_card(tiny_run: Path, tmp_path: Path) -> None:
-    from xtrain.export import export
+    from xtrain.export.hf_folder import export
 
     export(tiny_run, tmp_path / "out", "fp32", name="My-model_v1.2")
     assert "# My-model_v1.2\n" in (tmp_path / "out" / "README.md").read_text()
@@ -325,7 +325,7 @@ def test_etc_passwd_as_the_export_tokenizer_is_one_line(tiny_run: Path, tmp_path
 
 @pytest.mark.parametrize("tokenizer", ["/dev/zero", "/etc", "latin1"])
 def test_a_bad_tokenizer_file_for_export_is_refused(tiny_run: Path, tmp_path: Path, tokenizer: str) -> None:
-    from xtrain.export import export
+    from xtrain.export.hf_folder import export
 
     if tokenizer == "latin1":
         tokenizer = str(tmp_path / "tok.json")

@@ -19,7 +19,7 @@ from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
 from test_ddp_gate import DROPOUT, metrics, torchrun
-from xtrain.launch import run_threads
+from xtrain.core.launch import run_threads
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
 from contracts.numbers import max_rel
-from xtrain.launch import run_single, run_threads, torchrun_cmd
+from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -143,7 +143,7 @@ def test_dropout_stays_live_after_eval_under_ddp(tiny_data: TinyData, tmp_path: 
 
 def test_a_step_in_eval_mode_is_refused(tiny_data: TinyData, monkeypatch) -> None:
     """The guard itself: an eval that forgets model.train() stops the run at the next step."""
-    import xtrain.train as train_mod
+    import xtrain.core.train as train_mod
 
     real = train_mod.evaluate
 

@@ -1,6 +1,6 @@
 """Re-measuring a noisy scaling measurement, on given window values (no timing in these tests).
 
-The policy (xtrain/remeasure.py) and the repeat of doubtful measurements (xtrain/scaling_bench.py)
+The policy (xtrain/bench/remeasure.py) and the repeat of doubtful measurements (xtrain/bench/scaling.py)
 run on scripted windows: the in-process rounds through an injected round source and clock, the
 fresh-process repeats through real processes that write scripted windows. The scaling gate then
 judges the record as bench/scaling.json: a launcher at half speed must FAIL however often it is
@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 
 from conftest import PARAMS
-from contracts import artifacts as contract
+from contracts import artifact_table as contract
 from contracts.perf_record import band_check, faster_half, judged_spread
 from gate_tree import write_pipeline
 from gates.artifacts import Artifacts
 from gates.dvclock import DvcLock
 from gates.scaling import scaling
 from params.config import ScalingConfig, load_params
-from xtrain.remeasure import Remeasure, remeasure, wants_another_round
-from xtrain.scaling_bench import Measured, measure_worlds
+from xtrain.bench.remeasure import Remeasure, remeasure, wants_another_round
+from xtrain.bench.scaling import Measured, measure_worlds
 
 QUIET = [16_000.0, 16_300.0, 15_900.0, 16_100.0, 16_200.0]  # one round of 5 windows, ~2% apart
 NOISY = [16_000.0, 900.0, 3_100.0, 1_700.0, 600.0]  # another job took the cores (issue 23: 112%)
@@ -155,7 +155,7 @@ SC = ScalingConfig(
 
 def verdict(tmp: Path, measured: Measured) -> tuple[str, str]:
     """The scaling gate on the record measure_worlds' result makes (as bench/scaling.json)."""
-    from xtrain.scaling_bench import summarise
+    from xtrain.bench.scaling import summarise
 
     root = tmp / "tree"
     (root / "bench").mkdir(parents=True)
@@ -241,7 +241,7 @@ def test_the_gate_refuses_more_rounds_than_params_allow(tmp_path: Path) -> None:
 def test_measured_cpu_processes_sleep_at_openmp_barriers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beside one busy core a spinning two-thread team starved proc world 1 (0.2k vs 7.3k tok/s
     passive, docs/scaling.md); the policy is the CPU's only, and a user's own setting wins."""
-    from xtrain.scaling_bench import measured_env
+    from xtrain.bench.scaling import measured_env
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     assert measured_env("cpu")["OMP_WAIT_POLICY"] == "PASSIVE"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from params.config import ModelConfig
-from xtrain.model import build_model
+from xtrain.core.model import build_model
 
 
 def small_cfg(**kw) -> ModelConfig:

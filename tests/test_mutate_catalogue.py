@@ -51,14 +51,15 @@ def copy_edited(m: mutants.Mutant, dest: Path) -> None:
 def test_a_stale_anchor_fails_loudly_naming_the_mutant_and_the_file(tmp_path: Path) -> None:
     m = next(m for m in mutants.load().mutants if m.id == "rmsnorm-eps-outside-rsqrt")
     copy_edited(m, tmp_path)
-    assert mutants.apply(m, tmp_path) == ["xtrain/model.py"]  # positive control: it applies
+    assert mutants.apply(m, tmp_path) == ["xtrain/core/model.py"]  # positive control: it applies
     with pytest.raises(
-        mutants.AnchorError, match=r"mutant rmsnorm-eps-outside-rsqrt: anchor not found in xtrain/model\.py"
+        mutants.AnchorError,
+        match=r"mutant rmsnorm-eps-outside-rsqrt: anchor not found in xtrain/core/model\.py",
     ):
         mutants.apply(m, tmp_path)  # applied once: the anchor is gone
     twice = dataclasses.replace(m, edits=[dataclasses.replace(m.edits[0], old="self.eps")])
     copy_edited(m, tmp_path)
-    with pytest.raises(mutants.AnchorError, match=r"found \d+ times, expected once in xtrain/model\.py"):
+    with pytest.raises(mutants.AnchorError, match=r"found \d+ times, expected once in xtrain/core/model\.py"):
         mutants.apply(twice, tmp_path)
 
 
@@ -66,7 +67,7 @@ def test_a_multi_line_anchor_matches_at_its_indentation(tmp_path: Path) -> None:
     m = next(m for m in mutants.load().mutants if m.id == "gqa-heads-tiled")
     copy_edited(m, tmp_path)
     mutants.apply(m, tmp_path)
-    text = (tmp_path / "xtrain/model.py").read_text()
+    text = (tmp_path / "xtrain/core/model.py").read_text()
     assert (
         "            rep = cfg.n_heads // cfg.n_kv_heads\n            y = F.scaled_dot_product_attention("
         in text

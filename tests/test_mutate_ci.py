@@ -67,5 +67,5 @@ def test_a_stale_anchor_stops_the_campaign_before_any_work(tmp_path: Path) -> No
            "--catalogue", str(cat), "--work", str(tmp_path / "w")]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert "mutant warmup-off-by-one: anchor not found in xtrain/optim.py" in proc.stderr
+    assert "mutant warmup-off-by-one: anchor not found in xtrain/core/optim.py" in proc.stderr
     assert not (tmp_path / "w" / "base").exists()

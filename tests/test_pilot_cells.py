@@ -8,8 +8,8 @@ import torch
 from conftest import PARAMS, tiny_run_config
 from params.config import load_params
 from params.pilot_cells import CELLS, FEATURES_OFF, cell_params, cells_for
-from xtrain import faults
-from xtrain.model import build_model
+from xtrain.core import faults
+from xtrain.core.model import build_model
 
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])

@@ -2,7 +2,7 @@
 
 Correct code passes every CPU cell through single, thread and torchrun. The negative controls are
 the seed design's own history and the bugs the mutation campaign missed, injected through
-xtrain/faults.py (XTRAIN_FAULT, read by every launcher's process): each must fail its cell's gate.
+xtrain/core/faults.py (XTRAIN_FAULT, read by every launcher's process): each must fail its cell's gate.
 - T21: under DDP the model trains in eval mode (`ddp_eval`) or without the dropout setting
   (`ddp_no_dropout`): dropout silently off.
 - KI-3: activation recompute replays a block with other numbers (`recompute_drift`).

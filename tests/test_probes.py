@@ -1,4 +1,4 @@
-"""The model_probes gate (gates/probes.py) on the real probes (xtrain/probes.py, pipeline/probes.py).
+"""The model_probes gate (gates/probes.py) on the real probes (xtrain/core/probes.py, pipeline/probes.py).
 
 Negative controls are the mutation campaign's own bugs, applied to a scratch copy of the code by
 gates/mutants.py: the two feature-path bugs that passed every other gate (issue #24).

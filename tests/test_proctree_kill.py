@@ -1,4 +1,4 @@
-"""The proc launcher owns its process tree (xtrain/proctree.py), on real torchrun.
+"""The proc launcher owns its process tree (xtrain/core/proctree.py), on real torchrun.
 
 Whatever kills the launcher (its pid alone, SIGKILL or SIGTERM, or `dvc repro` above it), no agent
 or worker outlives it by more than GRACE_S and the previous run is untouched, also afterwards; a
@@ -32,7 +32,7 @@ from proctree_cases import (
     wait_for,
     worker,
 )
-from xtrain.launch import torchrun_cmd
+from xtrain.core.launch import torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -93,7 +93,7 @@ def test_killing_the_launcher_pid_kills_its_tree(tiny_data: TinyData, tmp_path: 
 
 def test_negative_control_a_bare_launcher_orphans_its_tree(tiny_data: TinyData, tmp_path: Path) -> None:
     """torchrun under a plain subprocess.run (the launcher before this change): SIGKILL to it leaves
-    the agent and both workers running: what the test above would see without xtrain/proctree.py."""
+    the agent and both workers running: what the test above would see without xtrain/core/proctree.py."""
     run_dir = tmp_path / "run"
     cmd = torchrun_cmd(2, "pipeline.train", "proc", *tiny_cli(tiny_data, run_dir, *LONG))
     bare = f"import subprocess, sys; sys.exit(subprocess.run({cmd!r}).returncode)"

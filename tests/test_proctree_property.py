@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import TinyData
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.errors import XtrainError
 from proctree_cases import (
     GRACE_S,
@@ -71,7 +71,7 @@ def run_seconds(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -
     t0 = time.monotonic()
     launcher = start_launcher(tiny_data, root / "run", root / "err.txt", *RUN)
     assert launcher.wait(300) == 0, (root / "err.txt").read_text()[-2000:]
-    artifacts.read("metrics", root / "run" / "metrics.json")
+    artifact_table.read("metrics", root / "run" / "metrics.json")
     return time.monotonic() - t0
 
 
@@ -97,7 +97,7 @@ def _signal(victim, sig: int) -> None:
 
 def _complete_new_run(run_dir: Path) -> bool:
     try:
-        m = artifacts.read("metrics", run_dir / "metrics.json")
+        m = artifact_table.read("metrics", run_dir / "metrics.json")
     except (XtrainError, OSError, ValueError):
         return False
     return m.get("launcher") == "proc" and (run_dir / "checkpoints" / "latest").exists()

@@ -1,4 +1,4 @@
-"""xtrain/proctree.py on a small real process tree shaped like torchrun's (no torch: about a second each).
+"""xtrain/core/proctree.py on a small real process tree shaped like torchrun's (no torch: about a second each).
 
 The "agent" is a Python process that starts one worker per rank in its own session, as torchrun
 does, and stops the others with SIGTERM when one fails; each worker runs the real WorkerGuard.
@@ -21,7 +21,7 @@ import pytest
 
 from conftest import REPO
 from proctree_cases import GRACE_S, kill_all, tree, wait_for
-from xtrain import proctree
+from xtrain.core import proctree
 
 AGENT = """
 import os, subprocess, sys, time
@@ -30,7 +30,7 @@ WORKER = '''
 import os, signal, sys, time
 if sys.argv[1] == "stop":
     os.kill(os.getpid(), signal.SIGSTOP)
-from xtrain import proctree
+from xtrain.core import proctree
 proctree.set_parent_death_signal(signal.SIGKILL)  # as pipeline.train's workers (die_with_parent)
 guard = proctree.guard_worker(int(os.environ["RANK"]))
 mode = sys.argv[1]
@@ -158,7 +158,7 @@ def test_a_stopped_agent_is_named(marker: str) -> None:
 
 LAUNCHER = """
 import subprocess, sys
-from xtrain import proctree
+from xtrain.core import proctree
 cmd = sys.argv[2:]
 if sys.argv[1] == "owned":
     sys.exit(proctree.supervise(cmd, 2, 30))

@@ -179,13 +179,13 @@ def test_an_out_no_gate_reads_is_still_sealed(work: Path, case: str) -> None:
 @pytest.fixture()
 def with_code(work: Path) -> Path:
     """The tree with what the real pipeline records beside its outs, recorded by real DVC: a code dep
-    (xtrain/optim.py) of train_single and the params sections train_single and closed_loop read."""
-    optim = work / "xtrain" / "optim.py"
+    (xtrain/core/optim.py) of train_single and the params sections train_single and closed_loop read."""
+    optim = work / "xtrain" / "core" / "optim.py"
     optim.parent.mkdir(exist_ok=True)
-    shutil.copyfile(REPO / "xtrain" / "optim.py", optim)
+    shutil.copyfile(REPO / "xtrain" / "core" / "optim.py", optim)
     pipeline = copy.deepcopy(DVC_YAML)
     single, loop = pipeline["stages"]["train_single"], pipeline["stages"]["closed_loop"]
-    single["deps"] = [*single.get("deps", []), "xtrain/optim.py"]
+    single["deps"] = [*single.get("deps", []), "xtrain/core/optim.py"]
     single["params"], loop["params"] = ["model", "train"], ["closed_loop"]
     lock_with_dvc(work, pipeline)
     return work
@@ -195,16 +195,16 @@ def test_a_code_edit_since_dvc_repro_is_exit_2_naming_stage_and_file(with_code: 
     """Edited training code, artifacts of the code before: the verdict would judge the old code."""
     code, report = check(with_code, sealed=False)  # the positive control: as dvc recorded it
     assert code == 0, gate(report, "seals")["message"]
-    optim = with_code / "xtrain" / "optim.py"
+    optim = with_code / "xtrain" / "core" / "optim.py"
     optim.write_text(optim.read_text() + "# an edit after dvc repro\n")
     code, report = check(with_code, sealed=False)
     s = gate(report, "seals")
     assert code == 2 and s["status"] == "error" and s["message"].startswith("stale: "), s["message"]
-    assert "stage train_single: dep xtrain/optim.py md5" in s["message"]
+    assert "stage train_single: dep xtrain/core/optim.py md5" in s["message"]
     assert "(dvc repro train_single, or undo the edit)" in s["message"]
     optim.unlink()
     code, report = check(with_code, sealed=False)
-    assert code == 2 and "dep xtrain/optim.py md5 (missing)" in gate(report, "seals")["message"]
+    assert code == 2 and "dep xtrain/core/optim.py md5 (missing)" in gate(report, "seals")["message"]
 
 
 def test_a_params_edit_since_dvc_repro_names_the_key(with_code: Path) -> None:
@@ -269,10 +269,10 @@ def test_a_run_that_disagrees_with_itself_fails_even_resealed(work: Path, case: 
 
 
 def test_the_gates_summary_is_the_trainers(work: Path) -> None:
-    """gates.consistency.summary_of recomputes xtrain.train.summary (torch-free), field for field."""
+    """gates.consistency.summary_of recomputes xtrain.core.train.summary (torch-free), field for field."""
     import json
 
-    from xtrain.train import summary
+    from xtrain.core.train import summary
 
     m = json.loads((work / "runs/thread/metrics.json").read_text())
     assert summary_of(m) == summary(m) == json.loads((work / "runs/thread/summary.json").read_text())

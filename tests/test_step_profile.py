@@ -1,4 +1,4 @@
-"""Where a step's time goes (xtrain/step_profile.py): the interval arithmetic on hand-made timelines,
+"""Where a step's time goes (xtrain/bench/step_profile.py): the interval arithmetic on hand-made timelines,
 a real profiled step on this CPU, and `pipeline.scaling --profile` through both real launchers
 (the gate tree runs it)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from xtrain.step_profile import breakdown, is_collective, profile_step, union_us
+from xtrain.bench.step_profile import breakdown, is_collective, profile_step, union_us
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"

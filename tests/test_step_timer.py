@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from xtrain.step_timer import StepTimer
+from xtrain.core.step_timer import StepTimer
 
 PAUSE = 0.3  # much longer than any window below, so a pause counted by mistake shows
 

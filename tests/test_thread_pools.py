@@ -1,5 +1,5 @@
 """The thread launcher's main thread owns no OpenMP pool, and every rank thread has its share of the
-intra-op threads (xtrain.determinism.serial_torch). An idle pool on the main thread made libgomp
+intra-op threads (xtrain.core.determinism.serial_torch). An idle pool on the main thread made libgomp
 count more threads than cores and put a one-rank thread run's team to sleep at every barrier: 33 %
 slower than the same step on the main thread (docs/scaling.md). Each check runs in a fresh process:
 this one has run parallel regions long ago."""
@@ -24,7 +24,7 @@ BUILD_SPEC = (
     PRELUDE
     + """
 from params.config import load_params
-from xtrain.launch import build_spec
+from xtrain.core.launch import build_spec
 before = threads()
 build_spec(load_params(sys.argv[1], ["train.seq_len=16"]), "thread", None, sys.argv[2], sys.argv[3], False)
 print(threads() - before)
@@ -35,7 +35,7 @@ print(threads() - before)
 UNGUARDED = (
     PRELUDE
     + """
-from xtrain.data import TokenData
+from xtrain.core.data import TokenData
 before = threads()
 TokenData.load(sys.argv[2], "cpu").require_fit(16, sys.argv[2])
 torch.randn(512, 512).sum()
@@ -47,7 +47,7 @@ RANK_SHARES = (
     PRELUDE
     + """
 from params.config import load_params
-from xtrain.launch import build_spec, run_threads
+from xtrain.core.launch import build_spec, run_threads
 spec = build_spec(load_params(sys.argv[1], ["train.cpu_threads=2"]), "thread", None, sys.argv[2], sys.argv[3], False)
 shares = [run_threads(spec, w, 30, target=lambda s, c: torch.get_num_threads()) for w in (1, 2)]
 print(shares, torch.get_num_threads())

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-import xtrain.model
-import xtrain.train
+import xtrain.core.model
+import xtrain.core.train
 from conftest import TinyData, tiny_cli, tiny_spec
 from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gate, run_cli, unbless
 from gates.__main__ import main as gates_main
-from xtrain.launch import run_single
+from xtrain.core.launch import run_single
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -65,8 +65,8 @@ def test_a_run_from_another_cpu_environment_passes_approximate(work: Path, tiny_
 
 
 def test_lr_plus_10_percent_fails_approximate(work: Path, tiny_data: TinyData, monkeypatch) -> None:
-    lr_at = xtrain.train.lr_at
-    monkeypatch.setattr(xtrain.train, "lr_at", lambda step, t: 1.1 * lr_at(step, t))  # a code change
+    lr_at = xtrain.core.train.lr_at
+    monkeypatch.setattr(xtrain.core.train, "lr_at", lambda step, t: 1.1 * lr_at(step, t))  # a code change
     run_single(tiny_spec(tiny_data, run_dir=work / "runs" / "single", train={"cpu_threads": 2}))
     g = fresh_train(work)
     assert g["status"] == "fail" and "approximate tier" in g["message"], g["message"]
@@ -74,8 +74,10 @@ def test_lr_plus_10_percent_fails_approximate(work: Path, tiny_data: TinyData, m
 
 
 def test_a_changed_init_fails_approximate(work: Path, tiny_data: TinyData, monkeypatch) -> None:
-    init = xtrain.model.Transformer.init_weights
-    monkeypatch.setattr(xtrain.model.Transformer, "init_weights", lambda self, seed: init(self, seed + 1))
+    init = xtrain.core.model.Transformer.init_weights
+    monkeypatch.setattr(
+        xtrain.core.model.Transformer, "init_weights", lambda self, seed: init(self, seed + 1)
+    )
     run_single(tiny_spec(tiny_data, run_dir=work / "runs" / "single", train={"cpu_threads": 2}))
     g = fresh_train(work)
     assert g["status"] == "fail" and "first step out: 0" in g["message"], g["message"]
@@ -136,8 +138,8 @@ def test_the_prefix_tier_judges_only_the_prefix_and_the_end(work: Path) -> None:
 
 def test_the_prefix_tier_fails_lr_plus_10_percent(work: Path, tiny_data: TinyData, monkeypatch) -> None:
     prefix_tier(work)
-    lr_at = xtrain.train.lr_at
-    monkeypatch.setattr(xtrain.train, "lr_at", lambda step, t: 1.1 * lr_at(step, t))
+    lr_at = xtrain.core.train.lr_at
+    monkeypatch.setattr(xtrain.core.train, "lr_at", lambda step, t: 1.1 * lr_at(step, t))
     run_single(tiny_spec(tiny_data, run_dir=work / "runs" / "single", train={"cpu_threads": 2}))
     g = fresh_train(work)
     assert g["status"] == "fail" and "first step out: 2" in g["message"], g["message"]  # inside the prefix

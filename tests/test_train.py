@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from conftest import TinyData, replace_train, tiny_spec
-from xtrain import faults
-from xtrain.comm import FlatGrads, SingleComm
-from xtrain.data import TokenData, micro_batches
-from xtrain.launch import run_single
-from xtrain.model import build_model
-from xtrain.optim import build_optimizer
-from xtrain.rundir import partial_dir
-from xtrain.train import NonFiniteLoss, evaluate, train_step
+from xtrain.core import faults
+from xtrain.core.comm import FlatGrads, SingleComm
+from xtrain.core.data import TokenData, micro_batches
+from xtrain.core.launch import run_single
+from xtrain.core.model import build_model
+from xtrain.core.optim import build_optimizer
+from xtrain.core.rundir import partial_dir
+from xtrain.core.train import NonFiniteLoss, evaluate, train_step
 
 CPU = torch.device("cpu")
 

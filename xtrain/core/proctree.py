@@ -34,9 +34,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.errors import XtrainError
-from xtrain import rundir
+from xtrain.core import rundir
 
 LAUNCHER_ENV = "XTRAIN_LAUNCHER_PID"  # set by the launcher for its tree: it commits the run
 HEARTBEAT_ENV = "XTRAIN_HEARTBEAT_DIR"
@@ -442,7 +442,7 @@ def _kill(pid: int) -> None:
 def commit(run_dir: str | Path) -> None:
     """The launcher's commit point: the finished run in staging, read back, replaces the run."""
     staging = rundir.partial_dir(run_dir)
-    artifacts.read("metrics", staging / "metrics.json")
+    artifact_table.read("metrics", staging / "metrics.json")
     rundir.commit(staging, run_dir)
 
 

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from contracts.fileio import atomic_write_bytes, atomic_write_text
 from contracts.validate import ValidationError
-from xtrain.corpus import EOT, SEPARATOR
+from xtrain.core.corpus import EOT, SEPARATOR
 
 RETOKENIZE = "re-run the tokenizer stage (dvc repro tokenizer)"
 

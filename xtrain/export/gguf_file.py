@@ -20,7 +20,7 @@ import gguf
 import numpy as np
 
 from contracts.gguf_format import ARCH, PRE_TOKENIZER, gguf_name, vocab
-from xtrain.model_card import LICENSE
+from xtrain.export.model_card import LICENSE
 
 FILE_TYPES = {"fp32": gguf.LlamaFileType.ALL_F32, "bf16": gguf.LlamaFileType.MOSTLY_BF16}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from xtrain.comm import Communicator
+from xtrain.core.comm import Communicator
 
 _MASK64 = (1 << 64) - 1
 MAX_TERMS = 1 << 21  # 32-bit hashes summed per step that stay exact in float64 (< 2^53)

@@ -7,7 +7,7 @@ the check), each engine's logits are compared with our model's and it greedily c
 prompt by `new_tokens`; the continuations must be token-identical.
 - transformers loads the folder with `AutoModelForCausalLM` / `AutoTokenizer`, local files only,
   in the export's dtype, and must report no missing or unexpected keys;
-- ONNX Runtime runs the export as an ONNX graph (xtrain/onnx_engine.py) in fp32, against our model
+- ONNX Runtime runs the export as an ONNX graph (xtrain/export/onnx_engine.py) in fp32, against our model
   with the export's weights computed in fp32.
 
 Negative control, every run and every engine: the same check with one tensor perturbed (in a copy of
@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.fileio import md5_file
 from params.config import ModelConfig
-from xtrain.checkpoint import load_model_tensors, load_weights, read_state
-from xtrain.export import DTYPES
-from xtrain.model import Transformer
-from xtrain.onnx_engine import OnnxEngine, onnx_bytes, perturbed
+from xtrain.core.checkpoint import load_model_tensors, load_weights, read_state
+from xtrain.core.model import Transformer
+from xtrain.export.hf_folder import DTYPES
+from xtrain.export.onnx_engine import OnnxEngine, onnx_bytes, perturbed
 
 REPORT_FORMAT = "xtrain-closed-loop/2"
 PERTURBED_TENSOR = "model.layers.0.mlp.down_proj.weight"
@@ -288,7 +288,7 @@ def closed_loop(
     new_tokens: int,
     atol: dict[str, float],
 ) -> dict[str, Any]:
-    manifest = artifacts.read("manifest", export_dir / "manifest.json")
+    manifest = artifact_table.read("manifest", export_dir / "manifest.json")
     dtype = manifest["dtype"]
     ours, our_tok = load_ours(ckpt, dtype)
     prompts = prompts_from_text(val_text, our_tok, n_prompts, prompt_tokens)

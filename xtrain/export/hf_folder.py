@@ -9,8 +9,8 @@ CKPT is a checkpoint directory, or a run directory (its `checkpoints/latest` is 
     model.safetensors         HF tensor names; lm_head omitted when tied; one metadata key (stable bytes)
     tokenizer.json            the training tokenizer, byte for byte
     tokenizer_config.json     PreTrainedTokenizerFast, so AutoTokenizer loads it offline
-    README.md                 the model card: Hub front matter, config hash, training figures (xtrain/model_card.py)
-    model.gguf                the same tensors and tokenizer for llama.cpp (xtrain/gguf_export.py)
+    README.md                 the model card: Hub front matter, config hash, training figures (xtrain/export/model_card.py)
+    model.gguf                the same tensors and tokenizer for llama.cpp (xtrain/export/gguf_file.py)
     manifest.json             md5 and size of every file above, the source checkpoint's md5, exporter version
 
 Nothing that varies between machines or runs is written: no paths, times, hostnames or library
@@ -28,16 +28,16 @@ import numpy as np
 import torch
 from safetensors.torch import save
 
-from contracts import artifacts, outputs
+from contracts import artifact_table, outputs
 from contracts.errors import moved
 from contracts.fileio import canonical_json, md5_file, read_regular
 from contracts.validate import ValidationError
 from params.config import ModelConfig
-from xtrain.checkpoint import load_weights, read_state
-from xtrain.checkpoint_dir import resolve_checkpoint
-from xtrain.corpus import EOT
-from xtrain.gguf_export import write_gguf
-from xtrain.model_card import model_card
+from xtrain.core.checkpoint import load_weights, read_state
+from xtrain.core.checkpoint_dir import resolve_checkpoint
+from xtrain.core.corpus import EOT
+from xtrain.export.gguf_file import write_gguf
+from xtrain.export.model_card import model_card
 
 EXPORTER = "xtrain-export/1"
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -250,7 +250,7 @@ def export(
             (tmp / fname).write_bytes(data)
         write_gguf(tmp / "model.gguf", gguf_arrays(tensors), config, tok_bytes.decode("utf-8"), name, dtype)
         manifest = build_manifest(tmp, dtype, ckpt, state, tensors)
-        artifacts.check("manifest", manifest, Path(out_dir) / "manifest.json")
+        artifact_table.check("manifest", manifest, Path(out_dir) / "manifest.json")
         (tmp / "manifest.json").write_bytes(canonical_json(manifest).encode())
     return manifest
 

@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from params.config import ModelConfig
-from xtrain.fingerprint import hash32
+from xtrain.core.fingerprint import hash32
 
 
 class RMSNorm(nn.Module):

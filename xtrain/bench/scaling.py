@@ -29,7 +29,7 @@ from typing import Any
 from contracts.errors import moved
 from contracts.perf_record import judged_spread
 from params.config import LaunchConfig, RunConfig, ScalingConfig
-from xtrain.remeasure import Remeasure
+from xtrain.bench.remeasure import Remeasure
 
 FORMAT = "xtrain-scaling/1"
 
@@ -52,8 +52,8 @@ def slowed(step: Callable[[], Any], device: Any, launcher: str) -> Callable[[], 
     injected launcher slowdown the scaling gate must fail (pipeline/busy_scaling.py)."""
     import time
 
-    from xtrain import faults
-    from xtrain.step_profile import sync_device
+    from xtrain.bench.step_profile import sync_device
+    from xtrain.core import faults
 
     if not faults.slows(launcher):
         return step
@@ -78,13 +78,13 @@ def rank_body(
 
     import torch
 
-    from xtrain.bench import harness_step, time_window
-    from xtrain.data import TokenData
-    from xtrain.model import build_model
-    from xtrain.optim import build_optimizer
-    from xtrain.remeasure import remeasure
-    from xtrain.step_profile import profile_step, run_steps
-    from xtrain.train import flat_grads
+    from xtrain.bench.remeasure import remeasure
+    from xtrain.bench.step_profile import profile_step, run_steps
+    from xtrain.bench.throughput import harness_step, time_window
+    from xtrain.core.data import TokenData
+    from xtrain.core.model import build_model
+    from xtrain.core.optim import build_optimizer
+    from xtrain.core.train import flat_grads
 
     t = dataclasses.replace(spec.run.train, global_batch=sc.per_rank_batch * comm.world, grad_accum=1)
     model = build_model(spec.run.model, spec.run.seed, comm.device).train()
@@ -157,7 +157,7 @@ def measure_rank(
     world in turn in this one process (a process start and CUDA/NCCL set-up cost ~15 s on an H200
     runner, more than a measurement); a torchrun worker measures its own world."""
     from contracts.fileio import atomic_write_json
-    from xtrain.launch import run_proc_rank, run_threads
+    from xtrain.core.launch import run_proc_rank, run_threads
 
     def body(spec: Any, comm: Any) -> dict[str, Any]:
         return rank_body(spec, comm, sc, policy, profile_steps)
@@ -398,9 +398,9 @@ def scaling_record(
 
 def write_results(result: dict[str, Any], out: Path) -> None:
     """bench/scaling.json (validated on write), bench/scaling.png and the table."""
-    from contracts import artifacts
+    from contracts import artifact_table
 
-    artifacts.write("scaling", out / "scaling.json", result)
+    artifact_table.write("scaling", out / "scaling.json", result)
     plot(result, out / "scaling.png")
     print_table(result)
 
@@ -408,7 +408,7 @@ def write_results(result: dict[str, Any], out: Path) -> None:
 def write_profiles(record: dict[str, Any], measured: Measured, path: Path) -> None:
     """OUT/profile.json: rank 0's step profile per launcher and world, beside the rates, and the table."""
     from contracts.fileio import atomic_write_json
-    from xtrain.step_profile import print_profiles
+    from xtrain.bench.step_profile import print_profiles
 
     keys = ("device", "profile", "per_rank_batch", "seq_len", "precision", "grad_sync")
 

@@ -26,7 +26,7 @@ from contracts import outputs
 from contracts.errors import XtrainError
 from contracts.fileio import naming_the_file, replace_directory
 from contracts.validate import ValidationError
-from xtrain.checkpoint_dir import CheckpointDir, NothingToResume
+from xtrain.core.checkpoint_dir import CheckpointDir, NothingToResume
 
 OUTPUTS = outputs.RUN_OUTPUTS
 

@@ -1,7 +1,7 @@
 """Re-measure a noisy measurement: rounds of timed windows until they settle or a cap is reached.
 
 Torch-free and pure (the clock and the rank agreement are injected), so the policy is tested on given
-window values (tests/test_measure_remeasure.py). xtrain/scaling_bench.py times the rounds.
+window values (tests/test_measure_remeasure.py). xtrain/bench/scaling.py times the rounds.
 
 pyperf repeats a benchmark over many values and processes and warns when the result looks unstable;
 here a measurement that is too noisy to judge first takes more windows, up to a cap, and the

@@ -27,13 +27,13 @@ import torch.nn.functional as F
 from contracts.errors import moved
 from contracts.perf_record import median_spread
 from params.config import ModelConfig, RunConfig, TrainConfig
-from xtrain import determinism
-from xtrain.comm import Communicator, FlatGrads, SingleComm
-from xtrain.data import TokenData, micro_batches
-from xtrain.model import build_model, flops_per_token
-from xtrain.optim import build_optimizer
-from xtrain.step_profile import profile_step, sync_device
-from xtrain.train import train_step
+from xtrain.bench.step_profile import profile_step, sync_device
+from xtrain.core import determinism
+from xtrain.core.comm import Communicator, FlatGrads, SingleComm
+from xtrain.core.data import TokenData, micro_batches
+from xtrain.core.model import build_model, flops_per_token
+from xtrain.core.optim import build_optimizer
+from xtrain.core.train import train_step
 
 PEAK_BF16_FLOPS = 989e12  # H100/H200 SXM dense bf16, the issue's MFU denominator
 
@@ -129,7 +129,7 @@ def time_interleaved(
 def harness_step(
     model, opt, tokens, t: TrainConfig, module, comm: Communicator, grads: FlatGrads | None = None
 ) -> Callable[[], Any]:
-    """The harness: xtrain.train.train_step exactly as every launcher calls it, on this rank's shard."""
+    """The harness: xtrain.core.train.train_step exactly as every launcher calls it, on this rank's shard."""
     state = {"step": 0}
 
     def step() -> Any:

@@ -23,7 +23,7 @@ Feature-path bugs, from that step on (the pilot gates must fail each one; docs/p
 - `fused_lr_frozen`: with fused AdamW the schedule never reaches the optimizer (it keeps train.lr).
 
 A slower launcher, in the scaling benchmark only: `slow_thread` or `slow_proc` (e.g. slow_proc@*:0)
-makes every timed step of that launcher take twice as long (xtrain.scaling_bench.slowed); the scaling
+makes every timed step of that launcher take twice as long (xtrain.bench.scaling.slowed); the scaling
 gate must fail it, not re-measure it away.
 """
 
@@ -33,7 +33,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from xtrain.determinism import derive_seed
+from xtrain.core.determinism import derive_seed
 
 STEP_KINDS = ("raise", "hang", "nan")
 DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from params.config import ModelConfig
-from xtrain.model import Attention, Dropout
+from xtrain.core.model import Attention, Dropout
 
 PROBE_P = 0.1  # the pilot's dropout cell rate
 ROWS, SEQ = 8, 64

@@ -18,8 +18,8 @@ import torch
 
 from params.config import Params
 from params.pilot_cells import cell_params, pilot_section
-from xtrain import launch
-from xtrain.train import RunSpec
+from xtrain.core import launch
+from xtrain.core.train import RunSpec
 
 
 def cell_specs(

@@ -18,23 +18,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from contracts import artifacts
+from contracts import artifact_table
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
 from params.config import RunConfig, TrainConfig
-from xtrain import faults, perf_hooks
-from xtrain.checkpoint import param_digest, read_state, restore, save_checkpoint
-from xtrain.checkpoint_dir import CheckpointDir, NothingToResume
-from xtrain.comm import Communicator, FlatGrads
-from xtrain.data import TokenData, eval_batches, step_batch
-from xtrain.determinism import derive_seed
-from xtrain.fingerprint import StepLedger
-from xtrain.model import Transformer
-from xtrain.optim import build_optimizer, lr_at, set_lr
-from xtrain.peak_memory import peak_bytes, peak_record
-from xtrain.progress import Progress
-from xtrain.step_timer import StepTimer
+from xtrain.core import faults, perf_hooks
+from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
+from xtrain.core.checkpoint_dir import CheckpointDir, NothingToResume
+from xtrain.core.comm import Communicator, FlatGrads
+from xtrain.core.data import TokenData, eval_batches, step_batch
+from xtrain.core.determinism import derive_seed
+from xtrain.core.fingerprint import StepLedger
+from xtrain.core.model import Transformer
+from xtrain.core.optim import build_optimizer, lr_at, set_lr
+from xtrain.core.peak_memory import peak_bytes, peak_record
+from xtrain.core.progress import Progress
+from xtrain.core.step_timer import StepTimer
 
 METRICS_FORMAT = "xtrain-metrics/1"
 
@@ -69,8 +69,8 @@ class History:
     grad_norm: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     evals: list[dict[str, float]] = field(default_factory=list)
-    # Per step, summed over ranks: rows consumed, the sum of their sample hashes (xtrain.data) and
-    # of the dropout mask seeds drawn (xtrain.model); the loss_match gate compares them exactly.
+    # Per step, summed over ranks: rows consumed, the sum of their sample hashes (xtrain.core.data) and
+    # of the dropout mask seeds drawn (xtrain.core.model); the loss_match gate compares them exactly.
     sample_count: list[int] = field(default_factory=list)
     sample_hash: list[int] = field(default_factory=list)
     dropout_hash: list[int] = field(default_factory=list)
@@ -125,7 +125,7 @@ class RankResult:
     wall_s: float
     start_step: int
     windows: list[dict[str, Any]]  # raw timing: {first_step, steps, seconds} per logged window
-    peak_memory: dict[str, Any]  # xtrain.peak_memory.peak_record
+    peak_memory: dict[str, Any]  # xtrain.core.peak_memory.peak_record
 
 
 def flat_grads(model: nn.Module, comm: Communicator) -> FlatGrads | None:
@@ -350,7 +350,7 @@ class Trainer:
         batch = step_batch(
             self.data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
-        # One dropout seed per step for every rank: masks are per global sample (xtrain/model.py).
+        # One dropout seed per step for every rank: masks are per global sample (xtrain/core/model.py).
         dropout_seed = faults.dropout_seed(
             spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
         )
@@ -477,7 +477,7 @@ def _checkpoint_state(spec: RunSpec, step: int, history: History, model: nn.Modu
         "seed": spec.run.seed,
         "config": spec.run.to_dict(),
         "config_hash": spec.run.config_hash(),
-        # Randomness is counter-based (xtrain.determinism.derive_seed): the RNG state is (seed, step).
+        # Randomness is counter-based (xtrain.core.determinism.derive_seed): the RNG state is (seed, step).
         "rng": {"scheme": "derive_seed(seed, purpose, step, ...)", "seed": spec.run.seed, "next_step": step},
         "param_digest": param_digest(model),
         "launcher": spec.launcher,
@@ -540,8 +540,8 @@ def summary(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
     run_dir = Path(run_dir)
-    artifacts.write("metrics", run_dir / "metrics.json", metrics)
-    artifacts.write("summary", run_dir / "summary.json", summary(metrics))
+    artifact_table.write("metrics", run_dir / "metrics.json", metrics)
+    artifact_table.write("summary", run_dir / "summary.json", summary(metrics))
     rows = ["step,loss"] + [f"{i},{v!r}" for i, v in enumerate(metrics["train_loss"])]
     atomic_write_text(run_dir / "loss.csv", "\n".join(rows) + "\n")
     rows = ["step,val_loss"] + [f"{e['step']},{e['loss']!r}" for e in metrics["eval"]]

@@ -11,7 +11,7 @@ A rank that raises, or a collective that times out, makes the launcher exit non-
 message naming the rank and the error; no thread or process is left waiting.
 
 Nothing is touched before the inputs are validated and loaded; a run trains in a staging
-directory that replaces the run directory only when it succeeds (xtrain.rundir).
+directory that replaces the run directory only when it succeeds (xtrain.core.rundir).
 """
 
 from __future__ import annotations
@@ -36,13 +36,21 @@ from contracts.errors import XtrainError, moved, one_line
 from contracts.fileio import atomic_write_json
 from contracts.validate import ValidationError, load_json
 from params.config import LaunchConfig, Params, RunConfig, check_world
-from xtrain import determinism, faults, proctree, rundir
-from xtrain.comm import Communicator, PeerFailed, ProcComm, SingleComm, ThreadComm, ThreadGroup, cuda_device
-from xtrain.data import TokenData
-from xtrain.env import fingerprint
-from xtrain.model import build_model
-from xtrain.tokenizer import load_tokenizer
-from xtrain.train import RankResult, RunSpec, metrics_dict, train_rank, write_metrics
+from xtrain.core import determinism, faults, proctree, rundir
+from xtrain.core.comm import (
+    Communicator,
+    PeerFailed,
+    ProcComm,
+    SingleComm,
+    ThreadComm,
+    ThreadGroup,
+    cuda_device,
+)
+from xtrain.core.data import TokenData
+from xtrain.core.env import fingerprint
+from xtrain.core.model import build_model
+from xtrain.core.tokenizer import load_tokenizer
+from xtrain.core.train import RankResult, RunSpec, metrics_dict, train_rank, write_metrics
 
 LAUNCHERS = ("single", "thread", "proc")
 LAUNCH_ENV = "XTRAIN_LAUNCH_FILE"  # a worker of our proc launcher: where its resolved run is
@@ -115,7 +123,7 @@ def _prepare_process(spec: RunSpec, device: torch.device, ranks_on_host: int) ->
 @contextlib.contextmanager
 def staged(spec: RunSpec, writer: bool, commit: bool = True, kept: bool | None = None) -> Iterator[RunSpec]:
     """The spec, writing into the staging directory; it replaces the run directory if the body succeeds
-    (with commit=False the caller's launcher does that: xtrain/proctree.py).
+    (with commit=False the caller's launcher does that: xtrain/core/proctree.py).
 
     Only the writer (rank 0) creates, commits or discards it; the other ranks read it to resume.
     `kept` given: the launcher prepared it already (stage_launch) and says whether it holds an

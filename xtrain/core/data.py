@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from contracts.validate import ValidationError
-from xtrain import faults
-from xtrain.determinism import derive_seed
-from xtrain.fingerprint import MAX_TERMS, hash32
+from xtrain.core import faults
+from xtrain.core.determinism import derive_seed
+from xtrain.core.fingerprint import MAX_TERMS, hash32
 
 
 @dataclass
@@ -34,7 +34,7 @@ class TokenData:
 
     @classmethod
     def load(cls, path: str, device: torch.device | str) -> TokenData:
-        from xtrain.tokenizer import load_tokens
+        from xtrain.core.tokenizer import load_tokens
 
         t = load_tokens(path)
         return cls.from_tensors(t["train"], t["val"], device)

@@ -1,0 +1,1 @@
+"""xtrain.bench: the benchmarks: training throughput, scaling over worlds, where a step's time goes."""

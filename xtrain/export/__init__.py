@@ -1,0 +1,1 @@
+"""xtrain.export: the export (Hugging Face folder, model card, GGUF) and the engines that read it back."""
