@@ -60,8 +60,9 @@ printf '%s\n' "$PY" > .xtrain/python
 echo "setup: python $PY: $why"
 
 torch_cmd=()
-if "$PY" -c "import torch" 2>/dev/null; then
-  echo "setup: torch: keeping $("$PY" -c 'import torch; print(torch.__version__)')"
+# metadata, not `import torch` (1.5-3 s): an installed torch is kept whatever its build
+if torch_version=$("$PY" -c 'from importlib.metadata import version; print(version("torch"))' 2>/dev/null); then
+  echo "setup: torch: keeping $torch_version"
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "setup: torch: a GPU is present: $TORCH_SPEC, CUDA build"
   torch_cmd=("$PY" -m pip install -q "$TORCH_SPEC")
@@ -77,9 +78,15 @@ fi
 [ "$PLAN" = 1 ] && exit 0
 [ ${#torch_cmd[@]} -eq 0 ] || "${torch_cmd[@]}"
 EXTRAS="${XTRAIN_EXTRAS-dev}"  # XTRAIN_EXTRAS= installs without the dev tools
-"$PY" -m pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
+# pip resolves an environment that has everything in ~10 s; ci/installed.py reads the metadata
+# (0 nothing to do, 3 only this checkout's editable install, 1 pip resolves)
+set +e; "$PY" ci/installed.py "$EXTRAS"; have=$?; set -e
+if [ "$have" = 3 ]; then
+  "$PY" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null || "$PY" -m pip install -q --no-deps -e .
+elif [ "$have" != 0 ]; then
+  "$PY" -m pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
+fi
 "$PY" - <<'PYEOF'
-import torch, transformers, dvc, tokenizers, safetensors
-print(f"setup: torch {torch.__version__} (cuda {torch.cuda.is_available()}), transformers {transformers.__version__}, "
-      f"dvc {dvc.__version__}, tokenizers {tokenizers.__version__}, safetensors {safetensors.__version__}")
+from importlib.metadata import version
+print("setup: " + ", ".join(f"{n} {version(n)}" for n in ("torch", "transformers", "dvc", "tokenizers", "safetensors")))
 PYEOF

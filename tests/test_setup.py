@@ -93,3 +93,32 @@ def test_a_missing_interpreter_is_one_line(tmp_path: Path) -> None:
     out = plan(scratch_checkout(tmp_path), "/nonexistent/python3")
     assert out.returncode == 1
     assert out.stderr.strip().count("\n") == 0 and "/nonexistent/python3 not found" in out.stderr
+
+
+def installed(root: Path, extras: str = "dev") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "ci/installed.py", extras], cwd=root, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_fast_path_reinstalls_a_checkout_that_is_not_the_installed_one(tmp_path: Path) -> None:
+    """A fresh clone beside an installed one: its requirements are met, but the editable install is
+    another checkout's (the examples' stages would run that code): exit 3, --no-deps install."""
+    root = scratch_checkout(tmp_path)
+    out = installed(root)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "requirements met" in out.stdout and "not this checkout" in out.stdout
+    assert installed(REPO).returncode in (0, 3)  # the positive side: whichever checkout is installed
+
+
+@pytest.mark.parametrize(
+    ("requirement", "said"),
+    [("no-such-distribution-xtrain>=1", "no-such-distribution-xtrain missing"), ("pytest<1", "pytest ")],
+)
+def test_the_fast_path_sends_an_unmet_requirement_to_pip(tmp_path: Path, requirement: str, said: str) -> None:
+    root = scratch_checkout(tmp_path)
+    text = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(text.replace('"pytest>=8.0"', f'"pytest>=8.0", "{requirement}"', 1))
+    out = installed(root)
+    assert out.returncode == 1 and "setup: install: " in out.stdout and said in out.stdout, out.stdout
+    assert installed(root, "").returncode == 3  # without the dev extra the requirement is not asked
