@@ -45,7 +45,16 @@ from gates.mutants import Catalogue, Mutant, apply, mutated_text
 
 REPORT_FORMAT = "xtrain-mutation/1"
 RUNS = ("single", "thread", "proc")
-SAME_KEYS = ("train_loss", "grad_norm", "lr", "eval", "samples", "param_digest", "final_val_loss")
+SAME_KEYS = (
+    "train_loss",
+    "grad_norm",
+    "lr",
+    "eval",
+    "samples",
+    "eval_mode_steps",
+    "param_digest",
+    "final_val_loss",
+)
 EXPORTS = ("fresh", "pinned")
 Say = Callable[[str], None]
 
