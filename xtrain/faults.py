@@ -16,6 +16,8 @@ Feature-path bugs, from that step on (the pilot gates must fail each one; docs/p
 - `ddp_eval`: under DDP (world > 1) the rank trains in eval mode, past the train-mode guard
   (the seed's T21: dropout silently off under DDP).
 - `ddp_no_dropout`: under DDP the rank's model is built without dropout (T21: the flag never passed).
+- `ddp_stays_eval`: under DDP an evaluation leaves the rank in eval mode (T21 as it happened: the
+  loop never called model.train() again); the trainer records the steps, the gates fail them.
 - `recompute_drift`: activation recompute replays a block with different numbers (KI-3).
 - `accum_undivided`: the micro-batch loss is not divided by grad_accum.
 - `resume_drop_v`: a resume restores Adam's exp_avg_sq as zeros (the second moment dropped).
@@ -40,6 +42,7 @@ DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")
 FEATURE_BUG_KINDS = (
     "ddp_eval",
     "ddp_no_dropout",
+    "ddp_stays_eval",
     "recompute_drift",
     "accum_undivided",
     "resume_drop_v",
@@ -129,6 +132,11 @@ def eval_mode(rank: int, step: int, world: int) -> bool:
 def drops_dropout(rank: int, world: int) -> bool:
     """`ddp_no_dropout`: whether this DDP rank's model is built without dropout."""
     return world > 1 and _hits("ddp_no_dropout", rank, 0)
+
+
+def stays_in_eval(rank: int, world: int) -> bool:
+    """`ddp_stays_eval`: whether this DDP rank stays in eval mode after an evaluation."""
+    return world > 1 and _hits("ddp_stays_eval", rank, 0)
 
 
 def loss_divisor(rank: int, step: int, grad_accum: int) -> int:

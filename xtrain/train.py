@@ -207,7 +207,12 @@ def train_step(
 
 @torch.no_grad()
 def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communicator) -> float:
-    """Mean validation loss over fixed batches (sharded, averaged over ranks); restores train mode."""
+    """Mean validation loss over fixed batches (sharded, averaged over ranks); restores train mode.
+
+    Dropout's step state is set aside for the eval forward (Dropout.set_aside): the eval batch is
+    not the last training micro-batch, and eval numerics must not depend on the training step, so
+    at step 0 every cell whose features act only in training evaluates bitwise like the pilot base
+    (gates/pilot.py judges it)."""
     t = spec.run.train
     was_training = model.training
     model.eval()
@@ -216,15 +221,18 @@ def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communica
         batches = eval_batches(
             data, spec.run.seed, t.eval_batches, t.global_batch, t.seq_len, comm.rank, comm.world
         )
-        for x, y in batches:
-            with autocast(t, comm.device):
-                logits = model(x)
-            total += F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
+        with model.dropout.set_aside():
+            for x, y in batches:
+                with autocast(t, comm.device):
+                    logits = model(x)
+                total += F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
         total /= len(batches)
         comm.all_reduce_mean_([total])
         return float(total)
     finally:
         model.train(was_training)
+        if faults.stays_in_eval(comm.rank, comm.world):  # the seed's T21 as it happened (a control)
+            model.eval()
 
 
 def cross_rank_agreement(model: nn.Module, comm: Communicator) -> tuple[list[float], list[float]]:
