@@ -1,7 +1,8 @@
 """Fault injection for the failure tests and the DDP gate's negative controls.
 
 XTRAIN_FAULT=<kind>@<rank>:<step>, rank `*` meaning every rank. Unset in normal runs; read once
-per process.
+per process. XTRAIN_FAULT_IN=<name> confines the launcher failures (raise, hang, nan) to the runs
+whose folder has a path component <name>: one pilot cell (runs/pilot/<cell>/<launcher>).
 
 Launcher failures, at exactly that step: `raise` (the rank raises), `hang` (the rank stops
 answering collectives), `nan` (the rank's loss becomes NaN).
@@ -34,6 +35,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from xtrain.determinism import derive_seed
 
@@ -88,6 +90,12 @@ def parse(text: str | None) -> Fault | None:
 
 
 _FAULT = parse(os.environ.get("XTRAIN_FAULT"))
+_SCOPE = os.environ.get("XTRAIN_FAULT_IN") or None
+
+
+def in_scope(run_dir: str | None) -> bool:
+    """Whether the launcher failures act in the run training in `run_dir` (XTRAIN_FAULT_IN)."""
+    return _SCOPE is None or (run_dir is not None and _SCOPE in Path(run_dir).parts)
 
 
 def _hits(kind: str, rank: int, step: int) -> bool:
@@ -99,8 +107,10 @@ def slows(launcher: str) -> bool:
     return _FAULT is not None and _FAULT.kind == f"slow_{launcher}"
 
 
-def at_step(rank: int, step: int) -> bool:
+def at_step(rank: int, step: int, run_dir: str | None = None) -> bool:
     """Apply a `raise`/`hang` fault for (rank, step); True when the loss should be poisoned (`nan`)."""
+    if not in_scope(run_dir):
+        return False
     if _hits("raise", rank, step):
         raise InjectedFault(f"injected fault at step {step}")
     if _hits("hang", rank, step):

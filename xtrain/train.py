@@ -367,19 +367,18 @@ class Trainer:
             return 0
         if not self.warned:
             self.warned = True
-            print(
+            sys.stderr.write(  # one write: thread-per-rank ranks must not interleave their lines
                 f"warning: {self.spec.launcher} rank {self.comm.rank}: model in eval mode at training step "
                 f"{step} (module {name or 'the model'!r} not training): dropout would be silently off "
-                "(the seed's T21); recorded in metrics.json eval_mode_steps, the gates fail the run",
-                file=sys.stderr,
-                flush=True,
+                "(the seed's T21); recorded in metrics.json eval_mode_steps, the gates fail the run\n"
             )
+            sys.stderr.flush()
         return 1
 
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         comm, spec, t = self.comm, self.spec, self.spec.run.train
         not_training = self.train_mode(step)
-        poison = faults.at_step(comm.rank, step)
+        poison = faults.at_step(comm.rank, step, spec.run_dir)
         lr = lr_at(step, t)
         if not (t.fused_adamw and faults.fused_lr_frozen(comm.rank, step)):
             set_lr(self.opt, lr)
