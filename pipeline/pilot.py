@@ -153,9 +153,9 @@ def train_all(argv: list[str], args: argparse.Namespace) -> None:
     cells, launchers = chosen(params, args)
     out = Path(args.out)
     staging = out.parent / f".{out.name}.partial"
+    specs = preflight(params, cells, launchers, staging, (args.tokens, args.tokenizer))  # touches nothing
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    specs = preflight(params, cells, launchers, staging, (args.tokens, args.tokenizer))
     seconds: dict[str, dict[str, float]] = {c: {} for c in cells}
     job = proc_job(argv, params, staging) if "proc" in launchers else None
     try:
