@@ -31,7 +31,6 @@ import torch
 
 from contracts.errors import XtrainError, one_line
 from contracts.fileio import atomic_write_json
-from contracts.validate import ValidationError
 from params.config import Params, check_world
 from params.pilot_cells import cell_params, pilot_section
 from xtrain import launch, proctree
@@ -116,12 +115,12 @@ def discard(out: Path, cell: str, launcher: str) -> None:
 
 
 def run_recorded(specs: list[RunSpec], launcher: str, world: int, timeout_s: float) -> tuple[Record, float]:
-    """One cell's runs on the single or thread launcher: (its record, wall seconds). Bad input raises."""
+    """One cell's runs on the single or thread launcher: (its record, wall seconds). The inputs were
+    validated before any run (preflight), so whatever a run raises is that run's failure, a
+    ValidationError included (e.g. a resume refusing a checkpoint the run itself wrote wrongly)."""
     t0 = time.perf_counter()
     try:
         run_here(specs, launcher, world, timeout_s)
-    except ValidationError:
-        raise
     except Exception as e:  # the run failed: recorded for the gates, the battery goes on
         return failure(e), time.perf_counter() - t0
     return dict(OK), time.perf_counter() - t0
