@@ -115,10 +115,15 @@ def crashed_stages(out: str) -> str:
     return ", ".join(names) or "dvc repro"
 
 
+PROGRESS = re.compile(r"\[[a-z_]+[^\]]*\] ")  # a stage's progress line: "[pilot] dropout proc: FAILED (...)"
+
+
 def error_line(out: str) -> str:
-    """The stage's own error line (not DVC's summary): the project's one-line `error:` or a raised Error."""
+    """The stage's own error line (not DVC's summary, nor another stage's progress line such as the
+    pilot's recorded crashes): the project's one-line `error:` or a raised Error."""
     skip = ("ERROR: failed", "WARNING: failed")
     lines = [x.strip() for x in out.splitlines() if not x.lstrip().startswith(skip)]
+    lines = [x for x in lines if not PROGRESS.match(x)]
     ours = [x for x in lines if x.startswith("error:") or "RankFailed" in x or "RuntimeError" in x]
     any_error = [x for x in lines if "Error" in x]
     return (ours or any_error or [tail(out, 2)])[-1][:300]

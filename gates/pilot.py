@@ -363,13 +363,15 @@ def cell_unit(cell: str) -> Gate:
         id=f"pilot.{cell}",
         checks=f"the pilot cell {cell} ({CELLS[cell].what}) on every launcher of pilot.launchers: the "
         f"DDP gate against the cell's single-device run, and the feature against cell "
-        f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge})",
+        f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge}; the val loss at step 0 "
+        "bitwise where eval ignores the cell's features); every step in train mode; a crashed run fails",
         threshold=lambda t: threshold_text(t["pilot"], cell) if "pilot" in t else "gates.pilot missing",
         run=lambda a, t: cell_gate(a, cell, t.get("pilot")),
         why="the pipeline's runs never take the feature paths (dropout, grad accumulation, recompute, resume, "
         "fused AdamW, compile, bf16): a bug there passes every other gate, as dropout silently off under DDP "
         "did in the seed design (T21); docs/pilot.md",
-        investigate=f"the message names the launcher and the check; runs/pilot/{cell}/<launcher>/loss.csv "
+        investigate=f"the message names the launcher and the check (a crashed run: its rank and error line, "
+        f"as runs/pilot/pilot.json runs.{cell} records it); runs/pilot/{cell}/<launcher>/loss.csv "
         f"against runs/pilot/{CELLS[cell].reference}/<launcher>/loss.csv; rerun one cell with "
         f"python -m pipeline.pilot --cells {cell}",
         takes=("pilot",),

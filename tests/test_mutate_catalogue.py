@@ -141,6 +141,16 @@ def test_crashed_stages_are_read_from_dvc_keep_going_output() -> None:
     assert mutate.crashed_stages("something else") == "dvc repro"
     out = "RuntimeError: model is in eval mode at a training step\nChildFailedError:\nERROR: failed to reproduce 'x'"
     assert mutate.error_line(out).startswith("RuntimeError: model is in eval mode")
+    # the pilot's recorded crash, printed after train@proc's own error (dvc repro --keep-going), is a
+    # progress line of another stage, not the crashed stage's error (the 2026-12-01b campaign's message)
+    both = (
+        "error: rank 0 failed: RuntimeError: Expected to have finished reduction\n"
+        "[pilot] all proc: FAILED (rank 0: RuntimeError: Expected to have finished reduction)\n"
+        "ERROR: failed to reproduce 'train@proc'"
+    )
+    assert (
+        mutate.error_line(both) == "error: rank 0 failed: RuntimeError: Expected to have finished reduction"
+    )
 
 
 def test_the_report_carries_the_gates_alone_score_and_the_table_prints_it() -> None:
