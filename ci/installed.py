@@ -68,7 +68,9 @@ def main(argv: list[str]) -> int:
         print(f"setup: install: {missing}")
         return 1
     here = installed_here()
-    print(f"setup: requirements met; {here + ': installing this checkout' if here else 'this checkout installed'}")
+    print(
+        f"setup: requirements met; {here + ': installing this checkout' if here else 'this checkout installed'}"
+    )
     return 3 if here else 0
 
 

@@ -43,6 +43,7 @@ TABLE: dict[str, Artifact] = {
             "registry_check.schema.json",
         ),
         Artifact("probes", "runs/probes.json", "xtrain-probes/1", "probes.schema.json"),
+        Artifact("pilot", "runs/pilot/pilot.json", "xtrain-pilot/2", "pilot.schema.json"),
         Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1", "scaling.schema.json"),
         Artifact("gates_report", "reports/gates.json", "xtrain-gates-report/1", "gates_report.schema.json"),
         Artifact(

@@ -29,7 +29,7 @@ from gates.artifacts import Artifacts
 from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.tolerance import Approx, Exact
-from gates.training import refuse, run_metrics
+from gates.training import refuse, run_metrics, with_train_mode
 from params.identity import config_diff
 
 Metrics = dict[str, Any]
@@ -276,7 +276,9 @@ def describe_tiers(loss_match: dict[str, Any]) -> str:
 def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
     single, ddp = run_metrics(a, "single"), run_metrics(a, run)
     refused = refuse(a, [("single", single), (run, ddp)], loss_match["max_rel"])  # not what params says
-    return refused or equivalence(single, ddp, run, loss_match)
+    if refused:
+        return refused
+    return with_train_mode(equivalence(single, ddp, run, loss_match), [("single", single), (run, ddp)])
 
 
 def launcher_parity(a: Artifacts, loss_match: dict[str, Any], max_rel: float) -> Outcome:
@@ -288,7 +290,10 @@ def launcher_parity(a: Artifacts, loss_match: dict[str, Any], max_rel: float) ->
     """
     thread, proc = run_metrics(a, "thread"), run_metrics(a, "proc")
     refused = refuse(a, [("thread", thread), ("proc", proc)], max_rel)
-    return refused or equivalence(thread, proc, "proc", {**loss_match, "max_rel": max_rel}, ref="thread")
+    if refused:
+        return refused
+    o = equivalence(thread, proc, "proc", {**loss_match, "max_rel": max_rel}, ref="thread")
+    return with_train_mode(o, [("thread", thread), ("proc", proc)])
 
 
 # ---- the picture: what the gate judged, against its bound ------------------------------------------
@@ -354,7 +359,8 @@ def loss_match_gate(launcher: str) -> Gate:
         id=f"loss_match.{launcher}",
         checks=f"the {launcher}-per-rank DDP run against single-device training of the same config: the "
         "samples and dropout masks of every step (exact), step 0 (summation order), the loss over a prefix, "
-        "the final validation loss",
+        "the final validation loss; both runs trained every step in train mode (metrics.json "
+        "eval_mode_steps empty: T21)",
         threshold=lambda t: describe_tiers(t["loss_match"]),
         run=lambda a, t: loss_match(a, launcher, t["loss_match"]),
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
@@ -371,7 +377,8 @@ def loss_match_gate(launcher: str) -> Gate:
 
 LAUNCHER_PARITY = Gate(
     id="launcher_parity",
-    checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one",
+    checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one; both trained "
+    "every step in train mode (metrics.json eval_mode_steps empty: T21)",
     threshold=lambda t: (
         "as loss_match, thread as the reference: "
         + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})

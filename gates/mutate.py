@@ -13,7 +13,9 @@ How a campaign runs (docs/mutation.md):
    with this checkout's unmutated gate code. Mutants run in parallel (--jobs), each with a timeout.
 3. A mutant no gate catches is `equivalent` when its runs are bitwise identical to the baseline
    (every loss, grad norm, eval, sample fingerprint, parameter digest and export md5), else a
-   `hole`. Score = killed / (total - equivalent); score_strict counts only declared equivalents.
+   `hole`. Score = killed / (total - equivalent); score_strict counts only declared equivalents;
+   score_gates counts only the mutants a gate caught (a fail, or an error no crashed stage explains),
+   not those killed by a stage's crash or a timeout alone: stages record, the gates decide.
 
 This module never imports torch: every stage runs in a subprocess.
 """
@@ -43,9 +45,18 @@ from contracts.validate import load_schema, validate
 from gates import catalogue as gate_catalogue
 from gates.mutants import Catalogue, Mutant, apply, mutated_text
 
-REPORT_FORMAT = "xtrain-mutation/1"
+REPORT_FORMAT = "xtrain-mutation/2"  # 2: score_gates, killed_by_gates, stage_only
 RUNS = ("single", "thread", "proc")
-SAME_KEYS = ("train_loss", "grad_norm", "lr", "eval", "samples", "param_digest", "final_val_loss")
+SAME_KEYS = (
+    "train_loss",
+    "grad_norm",
+    "lr",
+    "eval",
+    "samples",
+    "eval_mode_steps",
+    "param_digest",
+    "final_val_loss",
+)
 EXPORTS = ("fresh", "pinned")
 Say = Callable[[str], None]
 
@@ -104,10 +115,15 @@ def crashed_stages(out: str) -> str:
     return ", ".join(names) or "dvc repro"
 
 
+PROGRESS = re.compile(r"\[[a-z_]+[^\]]*\] ")  # a stage's progress line: "[pilot] dropout proc: FAILED (...)"
+
+
 def error_line(out: str) -> str:
-    """The stage's own error line (not DVC's summary): the project's one-line `error:` or a raised Error."""
+    """The stage's own error line (not DVC's summary, nor another stage's progress line such as the
+    pilot's recorded crashes): the project's one-line `error:` or a raised Error."""
     skip = ("ERROR: failed", "WARNING: failed")
     lines = [x.strip() for x in out.splitlines() if not x.lstrip().startswith(skip)]
+    lines = [x for x in lines if not PROGRESS.match(x)]
     ours = [x for x in lines if x.startswith("error:") or "RankFailed" in x or "RuntimeError" in x]
     any_error = [x for x in lines if "Error" in x]
     return (ours or any_error or [tail(out, 2)])[-1][:300]
@@ -342,15 +358,20 @@ def score(outcomes: list[Outcome]) -> dict[str, Any]:
     equivalent = sum(o.status == "equivalent" for o in outcomes)
     declared = sum(o.declared_equivalent for o in outcomes)
     unexercised = [o.id for o in outcomes if o.status == "equivalent" and not o.declared_equivalent]
+    # caught_by holds the gates that failed, or errored with no crashed stage to explain it (classify)
+    by_gates = sum(o.status == "killed" and bool(o.caught_by) for o in outcomes)
     return {
         "total": n,
         "killed": killed,
+        "killed_by_gates": by_gates,
+        "stage_only": [o.id for o in outcomes if o.status == "killed" and not o.caught_by],
         "equivalent": equivalent,
         "holes": [o.id for o in outcomes if o.status == "hole"],
         "unexercised": unexercised,  # bitwise-identical runs: the gated configuration never takes the path
         "control_failures": [o.id for o in outcomes if o.status in ("false-alarm", "nondeterministic")],
         "score": round(killed / (n - equivalent), 4) if n > equivalent else None,
         "score_strict": round(killed / (n - declared), 4) if n > declared else None,
+        "score_gates": round(by_gates / (n - equivalent), 4) if n > equivalent else None,
     }
 
 
@@ -414,7 +435,8 @@ def table(report: dict[str, Any]) -> str:
     rows.append(
         f"killed {s['killed']} of {s['total']}, equivalent {s['equivalent']} "
         f"(unexercised by the gated config: {len(s['unexercised'])}), holes {len(s['holes'])}; "
-        f"score {s['score']} (strict {s['score_strict']}); wall {s['wall_s']}s"
+        f"score {s['score']} (strict {s['score_strict']}, by the gates alone {s['score_gates']}: "
+        f"{len(s['stage_only'])} killed only by a stage crash or timeout); wall {s['wall_s']}s"
     )
     return "\n".join(rows)
 

@@ -14,8 +14,16 @@ steps on single, thread and proc (params/pilot_cells.py); per launcher this gate
    catch a micro-batch loss not divided by grad_accum as grad_norm[0] x grad_accum);
    differs (dropout: masks drawn at every step where the reference drew none, grad_norm[0] or the
    loss moved by more than min_effect).
+3. Eval at step 0: for a cell whose features act only in training (params/pilot_cells.py
+   eval_identity) the val loss before any update must equal the reference's bitwise, so an eval that
+   depends on a training feature (dropout active in evaluate()) fails on data.
+4. Train mode: every step of the run trained with the model in train mode (metrics.json
+   eval_mode_steps empty: the seed's T21, recorded by the trainer, decided here).
 Recompute on cuda also needs a lower peak memory than the base; on cpu that half is not judged
 (max RSS is a process high-water mark shared by every run of the stage).
+The stage records each run's outcome in runs/pilot/pilot.json: a run that crashed fails its cell,
+naming the launcher, the rank and the error line, while the cell's other launchers are still
+judged; a run recorded ok must have its metrics.json (never trusted on the record's word).
 Runs are first checked against what params.yaml says they must be (config, steps, world, resume).
 """
 
@@ -29,11 +37,14 @@ from gates.artifacts import Artifacts
 from gates.ddp import Check
 from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.training import TRAIN_MODE_NEXT, train_mode_problem
 from params.config import Params
-from params.pilot_cells import CELLS, cell_params, cells_for, pilot_section
+from params.pilot_cells import CELLS, cell_params, cells_for, eval_identity, pilot_section
 
 Metrics = dict[str, Any]
+Runs = dict[tuple[str, str], Metrics]  # (cell, launcher) -> metrics, for the runs recorded ok
 STAGE = "pilot"
+INDEX = "runs/pilot/pilot.json"
 EXACT_SERIES = ("grad_norm", "train_loss", "lr")  # gradients first: KI-3 moves them before the loss
 
 
@@ -43,6 +54,17 @@ def run_path(cell: str, launcher: str) -> str:
 
 def read(a: Artifacts, cell: str, launcher: str) -> Metrics:
     return a.json(run_path(cell, launcher), "metrics.schema.json", STAGE)
+
+
+def records(a: Artifacts, cells: list[str], launchers: list[str]) -> dict[tuple[str, str], dict | None]:
+    """Each run's outcome as the stage recorded it (runs/pilot/pilot.json); None: not recorded."""
+    runs = a.json(INDEX, "pilot.schema.json", STAGE)["runs"]
+    return {(c, x): runs.get(c, {}).get(x) for c in cells for x in launchers}
+
+
+def crash_text(record: dict[str, Any]) -> str:
+    rank = f"rank {record['rank']}: " if record.get("rank") is not None else ""
+    return f"{rank}{record['error']}"
 
 
 def tiers(t: dict[str, Any], cell: str, device: str) -> dict[str, Any]:
@@ -95,7 +117,7 @@ def exact(ref: Metrics, got: Metrics) -> Check:
     )
 
 
-def differs(ref: Metrics, got: Metrics, min_effect: float) -> list[Check]:
+def differs(ref: Metrics, got: Metrics, min_effect: float, ref_name: str) -> list[Check]:
     """Dropout on: masks drawn at every step (none in the reference), and loss[0] moved."""
     drawn, ref_drawn = got["samples"]["dropout_hash_sum"], ref["samples"]["dropout_hash_sum"]
     idle = [i for i, h in enumerate(drawn) if h == 0]
@@ -116,21 +138,44 @@ def differs(ref: Metrics, got: Metrics, min_effect: float) -> list[Check]:
         max(g0, loss) > min_effect,
         f"grad_norm[0] rel {fmt(g0)}, max loss rel {fmt(loss)} from dropout off (one must exceed {min_effect:g})",
     )
-    return [ddp.check_samples(ref, got), masks, moved]
+    return [ddp.check_samples(ref, got, ref_name), masks, moved]
 
 
-def equivalent(ref: Metrics, got: Metrics, lm: dict[str, Any], name: str) -> tuple[list[Check], float]:
+def val_at_0(m: Metrics) -> float | None:
+    return next((e["loss"] for e in m["eval"] if e["step"] == 0), None)
+
+
+def eval_at_0(ref: Metrics, got: Metrics, ref_name: str) -> Check:
+    """Bitwise: before any update the cell evaluates like its reference (params/pilot_cells.py
+    eval_identity: its features act only in training)."""
+    a, b = val_at_0(got), val_at_0(ref)
+    if a is None or b is None:
+        return Check("eval at step 0", False, "no eval at step 0: the pilot base evaluates at step 0")
+    if ddp.EXACT.judge([a], [b]).ok:
+        return Check("eval at step 0", True, f"val loss {a!r} bitwise equal to {ref_name}'s")
+    return Check(
+        "eval at step 0",
+        False,
+        f"val loss {a!r} vs {ref_name} {b!r} (rel {fmt(rel_diffs([a], [b])[0])}) before any update: "
+        "this cell's features act only in training, so its eval must equal the reference's bitwise; "
+        "the eval depends on a training feature (dropout active in evaluate(): the model in train mode?)",
+    )
+
+
+def equivalent(
+    ref: Metrics, got: Metrics, lm: dict[str, Any], name: str, ref_name: str
+) -> tuple[list[Check], float]:
     """The DDP gate's check functions, applied to a feature instead of a launcher."""
     tier = ddp.tier_for(lm, got["device"])
     if tier is None:
         return [Check("tier", False, f"gates.pilot.{got['device']}: missing")], 0.0
-    prefix, worst = ddp.check_prefix(ref, got, tier.prefix_steps, tier.prefix, name)
+    prefix, worst = ddp.check_prefix(ref, got, tier.prefix_steps, tier.prefix, name, ref_name)
     checks = [
-        ddp.check_samples(ref, got),
-        ddp.check_dropout(ref, got),
-        ddp.check_first_step(ref, got, tier.first_step),
+        ddp.check_samples(ref, got, ref_name),
+        ddp.check_dropout(ref, got, ref_name),
+        ddp.check_first_step(ref, got, tier.first_step, ref_name),
         prefix,
-        ddp.check_end(ref, got, tier.end),
+        ddp.check_end(ref, got, tier.end, ref_name),
     ]
     return checks, worst
 
@@ -153,28 +198,38 @@ def feature_checks(
         checks = [exact(ref, got)]
         return checks + (memory(ref, got) if cell == "recompute" else []), 0.0
     if judge == "differs":
-        return differs(ref, got, t["min_effect"]), 0.0
-    return equivalent(ref, got, lm, name)
+        return differs(ref, got, t["min_effect"], CELLS[cell].reference), 0.0
+    return equivalent(ref, got, lm, name, CELLS[cell].reference)
 
 
 def launcher_checks(
-    a: Artifacts, cell: str, launcher: str, single: Metrics, t: dict[str, Any]
+    params: Params, cell: str, launcher: str, runs: Runs, t: dict[str, Any]
 ) -> tuple[list[Check], float]:
-    """Every check of one launcher's run of the cell; the worst prefix rel."""
-    got = single if launcher == "single" else read(a, cell, launcher)
+    """Every check of one launcher's run of the cell (it finished: runs has it); the worst prefix rel."""
+    got = runs[cell, launcher]
+    problem = train_mode_problem(got, run_path(cell, launcher), launcher)
+    checks = [Check("train mode", problem is None, problem or "every step trained in train mode")]
     lm = tiers(t, cell, got["device"])
-    checks: list[Check] = []
     worst = 0.0
     if launcher != "single":
-        o = ddp.equivalence(single, got, f"pilot/{cell}/{launcher}", lm)
-        worst = o.measured if isinstance(o.measured, float) else worst
-        checks.append(Check("vs single", o.status == "pass", o.message))
+        if (cell, "single") not in runs:
+            checks.append(Check("vs single", False, "not judged: the cell's single-device run crashed"))
+        else:
+            o = ddp.equivalence(runs[cell, "single"], got, f"pilot/{cell}/{launcher}", lm)
+            worst = o.measured if isinstance(o.measured, float) else worst
+            checks.append(Check("vs single", o.status == "pass", o.message))
     reference = CELLS[cell].reference
-    if reference != cell:
-        more, w = feature_checks(cell, read(a, reference, launcher), got, lm, t, f"{cell}/{launcher}")
-        checks += [Check(f"vs {reference}: {c.name}", c.ok, c.detail) for c in more]
-        worst = max(worst, w)
-    return checks, worst
+    if reference == cell:
+        return checks, worst
+    if (reference, launcher) not in runs:
+        why = f"not judged: cell {reference}'s {launcher} run crashed (pilot.{reference} names it)"
+        return [*checks, Check(f"vs {reference}", False, why)], worst
+    ref = runs[reference, launcher]
+    more, w = feature_checks(cell, ref, got, lm, t, f"{cell}/{launcher}")
+    if eval_identity(params, cell):
+        more.append(eval_at_0(ref, got, reference))
+    checks += [Check(f"vs {reference}: {c.name}", c.ok, c.detail) for c in more]
+    return checks, max(worst, w)
 
 
 def threshold_text(t: dict[str, Any], cell: str) -> str:
@@ -205,34 +260,48 @@ def cell_gate(a: Artifacts, cell: str, t: dict[str, Any] | None) -> Outcome:
         return Outcome("skip", None, threshold, f"cell {cell} ({CELLS[cell].what}) is not in params.yaml "
                        f"pilot.cells.{a.params['profile']}: see docs/pilot.md for which cells run where")  # fmt: skip
     launchers = pilot_section(a.params)["launchers"]
-    runs = {x: read(a, cell, x) for x in launchers}
-    ref = CELLS[cell].reference
-    runs_ref = {x: read(a, ref, x) for x in launchers}
-    problems = [
-        p
-        for x in launchers
-        for c, m in ((cell, runs[x]), (ref, runs_ref[x]))
-        for p in shape_problems(a.params, c, x, m)
-    ]
+    if "single" not in launchers:
+        return failed(
+            None, threshold, "params.yaml pilot.launchers: single is missing: every cell is judged against it"
+        )
+    recorded = records(a, list(dict.fromkeys((cell, CELLS[cell].reference))), launchers)
+    missing = [f"{INDEX}: runs.{c}.{x}: not recorded" for (c, x), r in recorded.items() if r is None]
+    # a run recorded ok is read (it must be there: never trusted on the record's word) and shaped
+    runs = {k: read(a, *k) for k, r in recorded.items() if r is not None and r["status"] == "ok"}
+    problems = missing + [p for (c, x), m in runs.items() for p in shape_problems(a.params, c, x, m)]
     if problems:
         return failed(
             None, threshold, "; ".join(dict.fromkeys(problems)) + ". Refusing to judge: rerun dvc repro pilot"
         )
-    if "single" not in runs:
-        return failed(
-            None, threshold, "params.yaml pilot.launchers: single is missing: every cell is judged against it"
-        )
-    results = {x: launcher_checks(a, cell, x, runs["single"], t) for x in launchers}
-    worst = max(w for _, w in results.values())
-    bad = [f"{x}: {c.name}: {c.detail}" for x, (cs, _) in results.items() for c in cs if not c.ok]
+    crashed = {x: recorded[cell, x] for x in launchers if (cell, x) not in runs}
+    results = {x: launcher_checks(a.params, cell, x, runs, t) for x in launchers if x not in crashed}
+    worst = max((w for _, w in results.values()), default=0.0)
+    bad = [f"{x}: crashed: {crash_text(r)}" for x, r in crashed.items()]
+    bad += [f"{x}: {c.name}: {c.detail}" for x, (cs, _) in results.items() for c in cs if not c.ok]
     if bad:
-        return failed(worst, threshold, f"cell {cell} ({CELLS[cell].what}): " + " | ".join(bad)
-                      + ". Next: docs/pilot.md; runs/pilot/<cell>/<launcher>/loss.csv")  # fmt: skip
-    summary = "; ".join(
-        f"{x}: " + (", ".join(c.name for c in cs) + " ok" if cs else "the reference run")
-        for x, (cs, _) in results.items()
-    )
+        return failed(worst, threshold, verdict_text(cell, bad, crashed, results))
+    summary = "; ".join(f"{x}: " + ", ".join(c.name for c in cs) + " ok" for x, (cs, _) in results.items())
     return passed(worst, threshold, f"cell {cell} ({CELLS[cell].what}): {summary}")
+
+
+def verdict_text(
+    cell: str, bad: list[str], crashed: dict[str, Any], results: dict[str, tuple[list[Check], float]]
+) -> str:
+    """A failing cell's message: what failed, which launchers were judged and passed, what to do next."""
+    clean = [
+        f"{x} ({len(cs)} check{'s' * (len(cs) != 1)})"
+        for x, (cs, _) in results.items()
+        if all(c.ok for c in cs)
+    ]
+    judged = f"; judged and passing: {', '.join(clean)}" if clean else ""
+    nexts = [
+        f"a crashed run: python -m pipeline.pilot --cells {cell} --launchers {' '.join(crashed)} reruns it "
+        "(XTRAIN_DEBUG=1: the traceback; the stage's log has the rank's line)"
+    ] if crashed else []  # fmt: skip
+    if any(c.name == "train mode" and not c.ok for cs, _ in results.values() for c in cs):
+        nexts.append(TRAIN_MODE_NEXT.removeprefix("Next: "))
+    nexts.append(f"docs/pilot.md; runs/pilot/{cell}/<launcher>/loss.csv")
+    return f"cell {cell} ({CELLS[cell].what}): " + " | ".join(bad) + judged + ". Next: " + "; ".join(nexts)
 
 
 # ---- the picture -----------------------------------------------------------------------------------
@@ -258,11 +327,21 @@ def cell_picture(a: Artifacts, t: Thresholds, cell: str) -> Picture:
     ref_cell = CELLS[cell].reference
     launchers = pilot_section(a.params)["launchers"]
     fig, axes = plots.figure(len(launchers), 1, height=2.2)
-    single = read(a, cell, "single")
+    recorded = records(a, list(dict.fromkeys((cell, ref_cell))), launchers)
     max_rel = t["pilot"]["max_rel"]
+    ref_name = ref_cell if ref_cell != cell else "single"
     for ax, launcher in zip(axes, launchers, strict=True):
-        got = read(a, cell, launcher)
-        ref, ref_name = (read(a, ref_cell, launcher), ref_cell) if ref_cell != cell else (single, "single")
+        pair = ((cell, launcher), (ref_cell, launcher) if ref_cell != cell else (cell, "single"))
+        down = [
+            f"{c} {x} " + ("not recorded" if r is None else f"crashed: {crash_text(r)}")
+            for c, x in pair
+            if (r := recorded[c, x]) is None or r["status"] != "ok"
+        ]
+        if down:  # a crashed run has no numbers: its panel names the crash
+            ax.text(0.01, 0.5, "; ".join(down)[:160], transform=ax.transAxes, color=plots.BAD, fontsize=8)
+            ax.set_title(f"{cell} vs {ref_name}, {launcher}: crashed")
+            continue
+        got, ref = read(a, *pair[0]), read(a, *pair[1])
         rel_panel(ax, got, ref, cell, ref_name, max_rel)
         ax.set_title(f"{cell} vs {ref_name}, {launcher} (world {got['world']})")
     return Picture(
@@ -271,7 +350,7 @@ def cell_picture(a: Artifacts, t: Thresholds, cell: str) -> Picture:
         f"{cell} against cell {ref_cell} on the same launcher (log scale; bitwise equal drawn at "
         f"{plots.ZERO_FLOOR:g}); the dashed line is max rel {max_rel:g}. Pass: an exact cell sits on the floor, "
         "an equivalent one below the line, the dropout cell above min_effect (dropout changes the loss). "
-        "The gate also checks "
+        "A crashed run's panel names the launcher, the rank and the error instead. The gate also checks "
         "samples, masks, step 0 and each launcher against the cell's single-device run (its message).",
     )
 
@@ -284,13 +363,15 @@ def cell_unit(cell: str) -> Gate:
         id=f"pilot.{cell}",
         checks=f"the pilot cell {cell} ({CELLS[cell].what}) on every launcher of pilot.launchers: the "
         f"DDP gate against the cell's single-device run, and the feature against cell "
-        f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge})",
+        f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge}; the val loss at step 0 "
+        "bitwise where eval ignores the cell's features); every step in train mode; a crashed run fails",
         threshold=lambda t: threshold_text(t["pilot"], cell) if "pilot" in t else "gates.pilot missing",
         run=lambda a, t: cell_gate(a, cell, t.get("pilot")),
         why="the pipeline's runs never take the feature paths (dropout, grad accumulation, recompute, resume, "
         "fused AdamW, compile, bf16): a bug there passes every other gate, as dropout silently off under DDP "
         "did in the seed design (T21); docs/pilot.md",
-        investigate=f"the message names the launcher and the check; runs/pilot/{cell}/<launcher>/loss.csv "
+        investigate=f"the message names the launcher and the check (a crashed run: its rank and error line, "
+        f"as runs/pilot/pilot.json runs.{cell} records it); runs/pilot/{cell}/<launcher>/loss.csv "
         f"against runs/pilot/{CELLS[cell].reference}/<launcher>/loss.csv; rerun one cell with "
         f"python -m pipeline.pilot --cells {cell}",
         takes=("pilot",),

@@ -47,6 +47,66 @@ def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any)
     return failed(None, threshold, "; ".join(problems) + ". " + tail)
 
 
+TRAIN_MODE_NEXT = (
+    "Next: every training step must start with the model in train mode: an evaluate() or other "
+    "call left model.eval() on (xtrain/core/train.py evaluate restores it; the warning line of the run "
+    "names the rank and the module); the steps are metrics.json eval_mode_steps"
+)
+
+
+def step_ranges(steps: list[int]) -> str:
+    """[3, 40, 41, 42] -> '3, 40..42'."""
+    out: list[str] = []
+    for s in sorted(steps):
+        if out and s == int(out[-1].rsplit("..", 1)[-1]) + 1:
+            out[-1] = f"{out[-1].split('..')[0]}..{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
+def foreign_recorder(m: dict[str, Any]) -> str | None:
+    """The recorder that wrote the run when it is not xtrain's own trainer (runrecord names itself in
+    determinism.recorder), else None."""
+    recorder = (m.get("determinism") or {}).get("recorder")
+    return recorder if isinstance(recorder, str) and recorder else None
+
+
+def train_mode_problem(m: dict[str, Any], where: str, launcher: str) -> str | None:
+    """Why the run trained a step with a module in eval mode, or was not recorded where it must be.
+
+    The trainer records the steps (metrics.json eval_mode_steps) instead of stopping: the seed's T21
+    (dropout silently off under DDP after an eval) is a verdict, not a crash. Absent means "not
+    recorded": allowed only for a run another recorder wrote (runrecord), never a pass by default
+    for xtrain's trainer, which always records it."""
+    steps = m.get("eval_mode_steps")
+    if steps is None:
+        if foreign_recorder(m):
+            return None
+        return (
+            f"{where}: eval_mode_steps missing: xtrain's trainer records the steps it trained in eval "
+            "mode; a run without them was written by an older trainer: rerun it"
+        )
+    if not steps:
+        return None
+    return (
+        f"model in eval mode at training steps {step_ranges(steps)} on {launcher} (dropout would be "
+        "silently off: the seed's T21)"
+    )
+
+
+def with_train_mode(o: Outcome, runs: list[tuple[str, dict[str, Any]]]) -> Outcome:
+    """`o`, failed first for every run that trained a step in eval mode (train_mode_problem)."""
+    problems = [p for run, m in runs if (p := train_mode_problem(m, f"runs/{run}/metrics.json", run))]
+    if not problems:
+        return o
+    return failed(
+        o.measured,
+        o.threshold,
+        "; ".join(problems) + f". {TRAIN_MODE_NEXT}. The comparison itself: {o.status}: {o.message}",
+    )
+
+
 def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
     """Recomputed from every rank's entry: the claimed maximum, each rank's difference and parameter sum."""
     m = run_metrics(a, run)

@@ -12,6 +12,16 @@ Judges (what a cell's run is compared with, per launcher, besides its own single
   tight, prefix bound): grad accumulation, fused AdamW, compile, bf16, every feature at once.
 - `differs`: dropout: masks drawn at every step, none in the reference, and the step-0 loss moved
   by more than `min_effect` (the seed's T21 regression test: p > 0 differs from p = 0).
+
+Eval at step 0 (before any update) is an identity for a cell whose config differs from its
+reference's only in keys the eval forward never reads (EVAL_INERT): dropout and attention dropout
+(off in eval mode), recompute (taken only in training), grad_accum and the optimizer (training only),
+the checkpoint cadence. Its step-0 val loss must then equal the reference's bitwise on the same
+launcher (eval_identity; the gate's "eval at step 0" check): dropout, grad_accum, grad_accum4,
+recompute, fused_adamw, resume, and `all` on cpu. Not bf16 (autocast changes the eval numerics),
+not `all` on cuda (bf16 there), not compile: evaluate() runs the eager model today, but evaluating
+the compiled module would be a correct change with other kernels, so no identity is claimed; their
+step-0 val loss is judged within first_step_rtol like the rest of step 0.
 """
 
 from __future__ import annotations
@@ -78,6 +88,20 @@ FEATURES_OFF = (
 CUDA_ALL = ("train.precision=bf16",)
 
 
+# The config keys the eval forward never reads (module docstring): a cell that differs from its
+# reference only in these must evaluate bitwise like it before the first update.
+EVAL_INERT = frozenset(
+    {
+        "model.dropout",
+        "model.attn_dropout",
+        "model.recompute",
+        "train.grad_accum",
+        "train.fused_adamw",
+        "train.ckpt_every",
+    }
+)
+
+
 def pilot_section(params: Params) -> dict:
     if "pilot" not in params.raw:
         raise KeyError("params.yaml: pilot: missing: the pilot stage needs a pilot: section")
@@ -125,3 +149,20 @@ def cell_sets(params: Params, cell: str) -> list[str]:
 def cell_params(params: Params, cell: str) -> Params:
     """The resolved params a cell's runs train with (validated like params.yaml itself)."""
     return resolve(params.raw, f"{params.source} (pilot cell {cell})", cell_sets(params, cell))
+
+
+def config_diff(params: Params, cell: str, other: str) -> set[str]:
+    """The model.* and train.* keys whose resolved values differ between two cells."""
+    a, b = cell_params(params, cell), cell_params(params, other)
+    return {
+        f"{section}.{k}"
+        for section in ("model", "train")
+        for k in a[section].keys() | b[section].keys()
+        if a[section].get(k) != b[section].get(k)
+    } | ({"seed"} if a["seed"] != b["seed"] else set())
+
+
+def eval_identity(params: Params, cell: str) -> bool:
+    """Whether the cell's step-0 val loss must equal its reference cell's bitwise (module docstring)."""
+    ref = CELLS[cell].reference
+    return ref != cell and config_diff(params, cell, ref) <= EVAL_INERT

@@ -4,10 +4,14 @@ python -m pipeline.pilot [--set k=v] [--cells C ...] [--launchers L ...] [--out 
 
 The cells of the active profile are params.yaml pilot.cells.<profile> (params/pilot_cells.py says
 what each turns on); each cell's reference cell runs too. single and thread train in this process;
-proc is one torchrun job (launchers.proc.world workers) that trains every cell in turn. Everything
-is written to runs/.pilot.partial and replaces runs/pilot only when every run succeeded:
-runs/pilot/<cell>/<launcher>/metrics.json per run, runs/pilot/pilot.json the index (cells,
-launchers, seconds; contracts/schemas/pilot.schema.json). gates/pilot.py judges them.
+proc is one torchrun job (launchers.proc.world workers) that trains every cell in turn. A run that
+fails is recorded, never raised (xtrain/core/pilot.py): the other cells still train, and a cell that kills
+the torchrun job costs one restart for the cells after it. Everything is written to
+runs/.pilot.partial, which replaces runs/pilot when every run has been tried:
+runs/pilot/<cell>/<launcher>/metrics.json per run that finished, runs/pilot/pilot.json the index
+(cells, launchers, each run's outcome, seconds; contracts/schemas/pilot.schema.json). gates/pilot.py
+judges them. Exit 0 once every run is recorded, failed runs included; non-zero only for bad input
+(params, tokens, tokenizer, worlds) or a torchrun job that fails before its first run.
 """
 
 from __future__ import annotations
@@ -15,21 +19,30 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from contracts.errors import XtrainError, report
-from contracts.fileio import atomic_write_json, replace_directory
-from contracts.validate import load_schema, validate
+from contracts import artifact_table
+from contracts.errors import report
+from contracts.fileio import replace_directory
 from params.config import Params
 from params.pilot_cells import CELLS, cell_sets, cells_for, pilot_section
 from pipeline import stage
-from xtrain.core import launch
-from xtrain.core.pilot import cell_specs, drop_checkpoints, run_here
+from xtrain.core import launch, proctree
+from xtrain.core.pilot import (
+    ProcJob,
+    Record,
+    cell_specs,
+    discard,
+    drop_checkpoints,
+    preflight,
+    proc_worker,
+    record_text,
+    run_recorded,
+)
 
-FORMAT = "xtrain-pilot/1"
+FORMAT = "xtrain-pilot/2"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
     ap.add_argument("--staging", default=None, help=argparse.SUPPRESS)  # the torchrun workers' folder
+    ap.add_argument("--proc-cells", nargs="+", default=None, help=argparse.SUPPRESS)  # a restarted job's
     return ap
 
 
@@ -54,54 +68,58 @@ def chosen(params: Params, args: argparse.Namespace) -> tuple[list[str], list[st
 
 
 def worker(args: argparse.Namespace) -> int:
-    """A torchrun worker: every cell's proc runs in turn."""
+    """A torchrun worker: every cell's proc runs in turn (a restarted job: --proc-cells only)."""
     launch.die_with_parent()
-    params = stage.params_of(args)
-    cells, _ = chosen(params, args)
-    specs = [
-        s
-        for c in cells
-        for s in cell_specs(params, c, "proc", Path(args.staging), args.tokens, args.tokenizer)
-    ]
+    guard = proctree.guard_worker(int(os.environ["RANK"]))
     try:
-        launch.run_proc_many(specs, params.launch_config().timeout_s, params.launch_config().grad_sync)
-    except XtrainError as e:
+        params = stage.params_of(args)
+        cells = args.proc_cells or chosen(params, args)[0]
+        files = (args.tokens, args.tokenizer)
+        specs = [(c, cell_specs(params, c, "proc", Path(args.staging), *files)) for c in cells]
+        cfg = params.launch_config()
+        proc_worker(specs, Path(args.staging), cfg.timeout_s, cfg.grad_sync)
+    except Exception as e:  # noted for the stage by proc_worker; one line here
         report(e)
         sys.stdout.flush()
-        os._exit(1)
+        if guard is not None:
+            guard.exit(1, "error")
+        os._exit(1)  # interpreter shutdown would wait on the broken process group's threads
+    if guard is not None:
+        guard.mark(0)
     return 0
 
 
-def start_proc(argv: list[str], params: Params, staging: Path) -> subprocess.Popen:
+def proc_job(argv: list[str], params: Params, staging: Path) -> ProcJob:
     """The torchrun job, started first: its start-up (three interpreters importing torch) overlaps
     the in-process runs."""
-    world = params.launch_config().proc_world
-    cmd = launch.torchrun_cmd(world, "pipeline.pilot", *argv, "--staging", str(staging))
-    print(f"[pilot] proc: torchrun with {world} workers", flush=True)
-    return subprocess.Popen(cmd)
+    cfg = params.launch_config()
 
+    def command(cells: list[str]) -> list[str]:
+        extra = ["--staging", str(staging), "--proc-cells", *cells]
+        return launch.torchrun_cmd(cfg.proc_world, "pipeline.pilot", *argv, *extra)
 
-def wait_proc(job: subprocess.Popen, staging: Path, t0: float) -> float:
-    if job.wait() != 0:
-        raise XtrainError(f"{staging}: the torchrun pilot job failed (its workers' lines above)")
-    return time.perf_counter() - t0
+    print(f"[pilot] proc: torchrun with {cfg.proc_world} workers", flush=True)
+    return ProcJob(command, staging, cfg.proc_world, cfg.timeout_s)
 
 
 def local_runs(
-    params: Params,
-    args: argparse.Namespace,
-    cells: list[str],
-    launchers: list[str],
-    staging: Path,
-    seconds: dict,
-) -> None:
-    """Every cell's single and thread runs, in this process."""
+    params: Params, specs: dict, cells: list[str], launchers: list[str], staging: Path, seconds: dict
+) -> dict[str, dict[str, Record]]:
+    """Every cell's single and thread runs, in this process: each one's record."""
     cfg = params.launch_config()
+    runs: dict[str, dict[str, Record]] = {c: {} for c in cells}
     for cell in cells:
         for launcher in (x for x in launchers if x != "proc"):
-            specs = cell_specs(params, cell, launcher, staging, args.tokens, args.tokenizer)
-            seconds[cell][launcher] = run_here(specs, launcher, cfg.thread_world, cfg.timeout_s)
-            print(f"[pilot] {cell} {launcher}: {seconds[cell][launcher]:.1f}s", flush=True)
+            record, seconds[cell][launcher] = run_recorded(
+                specs[cell, launcher], launcher, cfg.thread_world, cfg.timeout_s
+            )
+            runs[cell][launcher] = record
+            took = f"{seconds[cell][launcher]:.1f}s"
+            if record["status"] != "ok":
+                discard(staging, cell, launcher)
+                took += f", FAILED ({record_text(record)})"
+            print(f"[pilot] {cell} {launcher}: {took}", flush=True)
+    return runs
 
 
 def index(params: Params, cells: list[str], launchers: list[str], seconds: dict, wall: float) -> dict:
@@ -135,25 +153,33 @@ def train_all(argv: list[str], args: argparse.Namespace) -> None:
     cells, launchers = chosen(params, args)
     out = Path(args.out)
     staging = out.parent / f".{out.name}.partial"
+    specs = preflight(params, cells, launchers, staging, (args.tokens, args.tokenizer))  # touches nothing
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     seconds: dict[str, dict[str, float]] = {c: {} for c in cells}
-    job = start_proc(argv, params, staging) if "proc" in launchers else None
+    job = proc_job(argv, params, staging) if "proc" in launchers else None
     try:
-        local_runs(params, args, cells, launchers, staging, seconds)
-    except BaseException:
         if job is not None:
-            job.kill()
-            job.wait()
-        raise
-    proc_s = wait_proc(job, staging, t0) if job is not None else None  # one job, every cell
+            job.start(cells)
+        runs = local_runs(params, specs, cells, launchers, staging, seconds)
+        if job is not None:
+            for cell, record in job.finish().items():  # one job, every cell (restarted past a crash)
+                runs[cell]["proc"] = record
+        proc_s = time.perf_counter() - t0 if job is not None else None
+    finally:
+        if job is not None:
+            job.close()
     drop_checkpoints(staging)
     record = index(params, cells, launchers, seconds, time.perf_counter() - t0)
-    record["proc_job_s"] = proc_s
-    validate(record, load_schema("pilot.schema.json"), str(out / "pilot.json"))
-    atomic_write_json(staging / "pilot.json", record)
+    record.update(runs=runs, proc_job_s=proc_s, proc_restarts=job.restarts if job is not None else 0)
+    artifact_table.write("pilot", staging / "pilot.json", record)
     replace_directory(staging, out)
-    print(f"[pilot] {len(cells)} cells x {len(launchers)} launchers in {record['wall_s']:.1f}s", flush=True)
+    failed = [f"{c} {x}" for c in cells for x, r in runs[c].items() if r["status"] != "ok"]
+    tail = f"; {len(failed)} failed (recorded for the gates): {', '.join(failed)}" if failed else ""
+    print(
+        f"[pilot] {len(cells)} cells x {len(launchers)} launchers in {record['wall_s']:.1f}s{tail}",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if "RANK" in os.environ and args.staging:
         return worker(args)
+    proctree.die_with_caller()  # under dvc repro: dvc gone, nobody records the result
     return stage.run(lambda: train_all(argv, args), (KeyError,))
 
 

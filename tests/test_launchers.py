@@ -18,9 +18,12 @@ import pytest
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
 from contracts.numbers import max_rel
+from gates import ddp
+from gates.training import train_mode_problem, with_train_mode
 from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+LOSS_MATCH = {"max_rel": 1e-3, "cpu": {"first_step_rtol": 1e-5, "prefix_steps": 64, "final_val_atol": 0.01}}
 
 
 def torchrun(
@@ -141,10 +144,18 @@ def test_dropout_stays_live_after_eval_under_ddp(tiny_data: TinyData, tmp_path: 
     assert with_eval == without_eval
 
 
-def test_a_step_in_eval_mode_is_refused(tiny_data: TinyData, monkeypatch) -> None:
-    """The guard itself: an eval that forgets model.train() stops the run at the next step."""
+def test_a_step_in_eval_mode_is_recorded_and_fails_the_ddp_gates(
+    tiny_data: TinyData, tmp_path: Path, monkeypatch, capfd
+) -> None:
+    """The trainer records, the gates decide (T21): an eval that forgets model.train() no longer stops
+    the run; the real thread launcher records the steps it trained in eval mode, prints one warning
+    per rank, and loss_match's judge fails them (launcher_parity and pilot.* use the same check)."""
     import xtrain.core.train as train_mod
 
+    dropout = {"dropout": 0.2}
+    run_single(tiny_spec(tiny_data, run_dir=tmp_path / "single", model=dropout))  # correct: the reference
+    single = metrics(tmp_path / "single")
+    assert single["eval_mode_steps"] == [] and train_mode_problem(single, "runs/single", "single") is None
     real = train_mod.evaluate
 
     def forgetful_evaluate(model, data, spec, comm):
@@ -153,8 +164,23 @@ def test_a_step_in_eval_mode_is_refused(tiny_data: TinyData, monkeypatch) -> Non
         return loss
 
     monkeypatch.setattr(train_mod, "evaluate", forgetful_evaluate)
-    with pytest.raises(Exception, match="eval mode at a training step"):
-        run_threads(tiny_spec(tiny_data, launcher="thread", model={"dropout": 0.2}), 2, 30)
+    capfd.readouterr()
+    run_threads(tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path / "thread", model=dropout), 2, 30)
+    thread = metrics(tmp_path / "thread")
+    assert thread["eval_mode_steps"] == list(range(12))  # the eval at step 0 left it in eval mode
+    warnings = [x for x in capfd.readouterr().err.splitlines() if "model in eval mode at training step" in x]
+    assert len(warnings) == 2 and "rank 0" in warnings[0] + warnings[1], warnings  # one line per rank
+    runs = [("single", single), ("thread", thread)]
+    o = with_train_mode(ddp.equivalence(single, thread, "thread", LOSS_MATCH), runs)
+    assert o.status == "fail", o.message
+    assert o.message.startswith(
+        "model in eval mode at training steps 0..11 on thread (dropout would be silently off: the seed's T21)"
+    ), o.message
+    # absent is "not recorded": a fail for xtrain's own trainer, allowed only for another recorder
+    bare = {k: v for k, v in single.items() if k != "eval_mode_steps"}
+    assert "eval_mode_steps missing" in (train_mode_problem(bare, "runs/single/metrics.json", "single") or "")
+    foreign = {**bare, "determinism": {**bare["determinism"], "recorder": "runrecord 1.1"}}
+    assert train_mode_problem(foreign, "runs/single/metrics.json", "single") is None
 
 
 # --- torchrun across two "nodes" on loopback ---------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from contracts.validate import ValidationError
+from contracts.validate import ValidationError, load_schema, validate
 from gates import mutants, mutate
 
 AREAS_REQUIRED = {"model", "optimizer", "schedule", "loss", "data", "sync", "accumulation", "dropout", "eval",
@@ -106,7 +106,9 @@ def test_classify_and_score() -> None:
         outcome(cat["ddp-eval-mode-after-eval"], {"loss_match.proc": "error"}, False, crashed="train@proc"),
     ]
     assert [o.status for o in rows] == ["equivalent", "killed", "equivalent", "hole", "killed"]
-    assert rows[1].expected_caught and rows[4].expected_caught and not rows[3].expected_caught
+    assert rows[1].expected_caught and not rows[3].expected_caught
+    # killed by the crash alone: the gate errors because the stage left no artifact; no gate caught it
+    assert rows[4].caught_by == [] and not rows[4].expected_caught
     s = mutate.score(rows)
     assert (s["killed"], s["equivalent"], s["holes"], s["unexercised"]) == (
         2,
@@ -115,6 +117,18 @@ def test_classify_and_score() -> None:
         ["accum-loss-not-divided"],
     )
     assert s["score"] == round(2 / 3, 4) and s["score_strict"] == 0.5
+    assert s["killed_by_gates"] == 1 and s["stage_only"] == ["ddp-eval-mode-after-eval"]
+    assert s["score_gates"] == round(1 / 3, 4)
+    # a gate that fails beside a crashed stage counts (k-norm-uses-q-norm: train@proc crashes, fresh_train
+    # fails); so does a gate error with no crashed stage; a timeout alone does not
+    crashed_and_failed = outcome(cat["k-norm-uses-q-norm"], {"fresh_train": "fail", "loss_match.proc": "error"},
+                                 False, crashed="train@proc")  # fmt: skip
+    assert crashed_and_failed.caught_by == ["fresh_train"] and crashed_and_failed.expected_caught
+    errored = outcome(cat["lr-drift-0.1pct"], {"fresh_train": "error"}, False)
+    timed_out = mutate.classify(cat["warmup-off-by-one"], {}, False, ([], []), 1.0, None, True, "timed out")
+    s = mutate.score([crashed_and_failed, errored, timed_out])
+    assert (s["killed"], s["killed_by_gates"], s["stage_only"]) == (3, 2, ["warmup-off-by-one"])
+    assert s["score_gates"] == round(2 / 3, 4) and s["score"] == 1.0
     # negative controls of the control: a caught or non-bitwise identity mutant is a campaign failure
     assert outcome(cat["identity"], caught, True).status == "false-alarm"
     assert outcome(cat["identity"], ok, False).status == "nondeterministic"
@@ -128,3 +142,37 @@ def test_crashed_stages_are_read_from_dvc_keep_going_output() -> None:
     assert mutate.crashed_stages("something else") == "dvc repro"
     out = "RuntimeError: model is in eval mode at a training step\nChildFailedError:\nERROR: failed to reproduce 'x'"
     assert mutate.error_line(out).startswith("RuntimeError: model is in eval mode")
+    # the pilot's recorded crash, printed after train@proc's own error (dvc repro --keep-going), is a
+    # progress line of another stage, not the crashed stage's error (the 2026-12-01b campaign's message)
+    both = (
+        "error: rank 0 failed: RuntimeError: Expected to have finished reduction\n"
+        "[pilot] all proc: FAILED (rank 0: RuntimeError: Expected to have finished reduction)\n"
+        "ERROR: failed to reproduce 'train@proc'"
+    )
+    assert (
+        mutate.error_line(both) == "error: rank 0 failed: RuntimeError: Expected to have finished reduction"
+    )
+
+
+def test_the_report_carries_the_gates_alone_score_and_the_table_prints_it() -> None:
+    cat = {m.id: m for m in mutants.load().mutants}
+    rows = [
+        outcome(cat["identity"], {"fresh_train": "pass"}, True),
+        outcome(cat["warmup-off-by-one"], {"fresh_train": "fail"}, False),
+        outcome(cat["ddp-eval-mode-after-eval"], {"loss_match.proc": "error"}, False, crashed="train@proc"),
+    ]
+    report = {
+        "format": mutate.REPORT_FORMAT, "profile": "tiny", "catalogue": "gates/mutants.yaml",
+        "judged_gates": ["fresh_train"], "skipped_stages": [], "jobs": 1, "baseline_s": 1.0, "wall_s": 2.0,
+        **mutate.score(rows), "mutants": [dataclasses.asdict(o) for o in rows],
+    }  # fmt: skip
+    validate(report, load_schema("mutation_report.schema.json"), "report")
+    assert report["score_gates"] == 0.5 and report["score"] == 1.0
+    line = mutate.table(report).splitlines()[-1]
+    assert "score 1.0 (strict 1.0, by the gates alone 0.5: 1 killed only by a stage crash or timeout)" in line
+    with pytest.raises(ValidationError, match="score_gates"):
+        validate(
+            {k: v for k, v in report.items() if k != "score_gates"},
+            load_schema("mutation_report.schema.json"),
+            "r",
+        )

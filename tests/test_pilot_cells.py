@@ -54,3 +54,33 @@ def test_every_feature_fault_parses_and_acts_from_its_step() -> None:
     for kind in faults.FEATURE_BUG_KINDS:
         f = faults.parse(f"{kind}@*:2")
         assert f is not None and not f.hits(kind, 0, 1) and f.hits(kind, 1, 2) and f.hits(kind, 0, 5)
+
+
+def test_whatever_a_run_raises_is_recorded_with_its_rank(monkeypatch) -> None:
+    """Inputs are validated before any run (preflight): a run's own ValidationError (a resume that
+    refuses the checkpoint its run wrote: k-norm-uses-q-norm in the mutation campaign) is a recorded
+    failure, not an error of the stage; a rank's failure names the rank."""
+    from contracts.validate import ValidationError
+    from xtrain.core import launch, pilot
+
+    def refused(*_args) -> None:
+        raise ValidationError("ckpt/optimizer.safetensors", "", "no tensor k_norm.weight.step")
+
+    monkeypatch.setattr(pilot, "run_here", refused)
+    record, _ = pilot.run_recorded([], "single", 1, 1.0)
+    assert record == {
+        "status": "failed",
+        "rank": None,
+        "error": "ValidationError: ckpt/optimizer.safetensors: no tensor k_norm.weight.step",
+    }
+
+    def rank_failed(*_args) -> None:
+        raise launch.RankFailed(1, RuntimeError("Expected to have finished\nreduction"), note="ranks [0] lag")
+
+    monkeypatch.setattr(pilot, "run_here", rank_failed)
+    record, _ = pilot.run_recorded([], "thread", 2, 1.0)
+    assert record == {
+        "status": "failed",
+        "rank": 1,
+        "error": "RuntimeError: Expected to have finished reduction; ranks [0] lag",
+    }

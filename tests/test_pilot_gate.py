@@ -11,6 +11,13 @@ xtrain/core/faults.py (XTRAIN_FAULT, read by every launcher's process): each mus
 - a resume that drops Adam's exp_avg_sq (`resume_drop_v`).
 - fused AdamW that never sees the schedule (`fused_lr_frozen`); summed DDP gradients (`grad_sum`)
   fail every cell's DDP half, the base cell's included.
+- T21 as it happened (`ddp_stays_eval`: an eval leaves the DDP ranks in eval mode): the trainer
+  records the steps, the train-mode check fails them, and the masks-drawn check independently.
+- a crash planted in one cell (`raise` with XTRAIN_FAULT_IN=<cell>): the stage records it and exits
+  0, the torchrun job restarts for the cells after it, every other cell is judged, and the crashed
+  cell fails naming the launcher and the rank.
+- the catalogue's `eval-in-train-mode` edit, applied to a scratch copy of the code: no crash, and
+  the dropout cell's eval at step 0 differs from the base's (judged on data).
 """
 
 from __future__ import annotations
@@ -27,9 +34,9 @@ import torch
 
 from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData
 from contracts.validate import load_schema, validate
-from gate_tree import copy_tree, write_pipeline
-from gates import pilot
-from gates.artifacts import Artifacts
+from gate_tree import copy_tree, seal, write_pipeline
+from gates import mutants, pilot
+from gates.artifacts import ArtifactError, Artifacts
 from gates.dvclock import DvcLock
 from params.config import load_params, load_thresholds, set_in_file
 from params.pilot_cells import cells_for
@@ -49,16 +56,31 @@ def make_tree(root: Path, launchers: list[str], *extra: str) -> Path:
 
 
 def run_pilot(
-    data: TinyData, root: Path, cells: list[str], fault: str | None = None
+    data: TinyData,
+    root: Path,
+    cells: list[str],
+    fault: str | None = None,
+    scope: str | None = None,
+    code: Path = REPO,
+    rc: int = 0,
 ) -> subprocess.CompletedProcess:
+    """The real stage (`code`: the checkout, or a scratch copy whose own code wins in its folder)."""
     cmd = [sys.executable, "-m", "pipeline.pilot", "--params", str(root / "params.yaml"), "--cells", *cells,
            "--tokens", str(data.tokens), "--tokenizer", str(data.tokenizer), "--out", str(root / "runs" / "pilot")]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
+    env = {k: v for k, v in os.environ.items() if k not in ("XTRAIN_FAULT", "XTRAIN_FAULT_IN")}
     if fault:
         env["XTRAIN_FAULT"] = fault
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    if scope:
+        env["XTRAIN_FAULT_IN"] = scope
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=code, timeout=600, env=env)
+    assert proc.returncode == rc, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc
+
+
+def index(root: Path) -> dict:
+    record = json.loads((root / "runs" / "pilot" / "pilot.json").read_text())
+    validate(record, load_schema("pilot.schema.json"), "pilot.json")
+    return record
 
 
 def verdict(root: Path, cell: str):
@@ -92,8 +114,12 @@ def test_correct_code_passes_every_cpu_cell_on_every_launcher(correct: Path) -> 
         o = verdict(correct, cell)
         assert o.status == "pass", (cell, o.message)
         assert all(f"{x}: " in o.message for x in ("single", "thread", "proc")), o.message
-    record = json.loads((correct / "runs" / "pilot" / "pilot.json").read_text())
-    validate(record, load_schema("pilot.schema.json"), "pilot.json")
+        assert "train mode" in o.message, o.message
+        # the step-0 eval identity is judged where it holds (params/pilot_cells.py eval_identity)
+        assert (o.message.count("eval at step 0") == 3) == (cell != "base"), o.message
+    record = index(correct)
+    assert record["proc_restarts"] == 0
+    assert all(r == {"status": "ok"} for c in cells for r in record["runs"][c].values()), record["runs"]
     assert not list((correct / "runs" / "pilot").glob("*/*/checkpoints")), "checkpoints are not artifacts"
     resumed = json.loads((correct / "runs" / "pilot" / "resume" / "proc" / "metrics.json").read_text())
     assert resumed["resumed_from_step"] == 3
@@ -110,6 +136,108 @@ def test_runs_of_other_params_are_refused(correct: Path, tmp_path: Path) -> None
     set_in_file(root / "params.yaml", ["pilot.steps=5"])
     o = verdict(root, "grad_accum")
     assert o.status == "fail" and "Refusing" in o.message, o.message
+
+
+def test_a_run_recorded_ok_must_have_its_metrics(correct: Path) -> None:
+    """Never trusted on the record's word: a run the index calls ok but whose metrics.json is gone is
+    an error naming the file, not a pass."""
+    (correct / "runs" / "pilot" / "grad_accum" / "thread" / "metrics.json").unlink()
+    seal(correct)
+    with pytest.raises(ArtifactError, match=r"runs/pilot/grad_accum/thread/metrics\.json: missing"):
+        verdict(correct, "grad_accum")
+
+
+def test_a_recorded_crash_fails_its_cell_and_the_cells_judged_against_it(correct: Path) -> None:
+    path = correct / "runs" / "pilot" / "pilot.json"
+    record = json.loads(path.read_text())
+    record["runs"]["base"]["thread"] = {"status": "failed", "rank": 1, "error": "RuntimeError: boom"}
+    path.write_text(json.dumps(record))
+    seal(correct)
+    o = verdict(correct, "base")
+    assert o.status == "fail" and "thread: crashed: rank 1: RuntimeError: boom" in o.message, o.message
+    assert "judged and passing: single" in o.message and "proc (" in o.message, o.message
+    assert "python -m pipeline.pilot --cells base --launchers thread" in o.message, o.message
+    o = verdict(correct, "grad_accum")  # its thread run is fine, but nothing to compare it with
+    assert o.status == "fail" and "thread: vs base: not judged: cell base's thread run crashed" in o.message
+    assert "judged and passing: single" in o.message and "proc (" in o.message, o.message
+    record["runs"]["grad_accum"].pop("proc")
+    path.write_text(json.dumps(record))
+    seal(correct)
+    o = verdict(correct, "grad_accum")
+    assert o.status == "fail" and "runs.grad_accum.proc: not recorded" in o.message, o.message
+
+
+def test_bad_input_is_an_error_of_the_stage_not_a_recorded_run(tiny_data: TinyData, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "bad", ["single", "thread", "proc"])
+    missing = TinyData(
+        tiny_data.text, tiny_data.tokenizer, tmp_path / "none.safetensors", tiny_data.vocab_size
+    )
+    proc = run_pilot(missing, root, ["grad_accum"], rc=2)
+    assert "none.safetensors" in proc.stderr and not (root / "runs" / "pilot").exists(), proc.stderr
+
+
+def test_a_crash_in_one_cell_is_recorded_and_every_other_cell_judged(
+    tiny_data: TinyData, tmp_path: Path
+) -> None:
+    """Rank 1 raises at step 2 in the dropout cell only, on every launcher with a rank 1: the stage
+    exits 0, the torchrun job starts again for grad_accum (after dropout), and the gates judge it."""
+    root = make_tree(tmp_path / "crash", ["single", "thread", "proc"])
+    proc = run_pilot(tiny_data, root, ["dropout", "grad_accum"], "raise@1:2", scope="dropout")
+    assert "torchrun again for grad_accum (restart 1)" in proc.stdout, proc.stdout[-2000:]
+    record = index(root)
+    dropout = record["runs"]["dropout"]
+    assert dropout["single"] == {"status": "ok"} and set(dropout) == {"single", "thread", "proc"}
+    for x in ("thread", "proc"):  # the error's one line (torchrun's rank may add who lagged behind)
+        assert dropout[x]["status"] == "failed" and dropout[x]["rank"] == 1, dropout
+        assert dropout[x]["error"].startswith("InjectedFault: injected fault at step 2"), dropout
+    assert record["proc_restarts"] == 1
+    assert all(r == {"status": "ok"} for c in ("base", "grad_accum") for r in record["runs"][c].values())
+    runs = root / "runs" / "pilot"
+    assert not (runs / "dropout" / "thread").exists() and not (runs / "dropout" / "proc").exists()
+    for cell in ("base", "grad_accum"):
+        o = verdict(root, cell)
+        assert o.status == "pass" and all(f"{x}: " in o.message for x in ("single", "thread", "proc")), (
+            o.message
+        )
+    o = verdict(root, "dropout")
+    assert o.status == "fail", o.message
+    for x in ("thread", "proc"):
+        assert f"{x}: crashed: rank 1: InjectedFault: injected fault at step 2" in o.message, o.message
+    assert "judged and passing: single" in o.message, o.message  # the single run was still judged
+
+
+def test_t21_eval_left_on_under_ddp_is_recorded_and_fails_train_mode_and_masks(
+    tiny_data: TinyData, tmp_path: Path
+) -> None:
+    root = faulty(tiny_data, tmp_path, "ddp_stays_eval@*:0", ["dropout"], ["single", "thread"])
+    thread = json.loads((root / "runs" / "pilot" / "dropout" / "thread" / "metrics.json").read_text())
+    assert thread["eval_mode_steps"] == list(range(6))  # the step-0 eval left the ranks in eval mode
+    o = verdict(root, "dropout")
+    assert o.status == "fail", o.message
+    assert "thread: train mode: model in eval mode at training steps 0..5 on thread" in o.message, o.message
+    assert "thread: vs base: masks drawn: masks drawn at 0 of 6 steps" in o.message, (
+        o.message
+    )  # independently
+    o = verdict(root, "base")  # no dropout to see there: the record alone catches it
+    assert o.status == "fail" and "model in eval mode at training steps 0..5 on thread" in o.message
+
+
+def test_eval_in_train_mode_fails_the_eval_at_step_0_on_data(tiny_data: TinyData, tmp_path: Path) -> None:
+    """The catalogue's own edit (gates/mutants.yaml eval-in-train-mode) on a scratch copy of the code:
+    before evaluate() set dropout's step state aside it crashed the stage; now the eval draws masks
+    and the dropout cell's step-0 val loss differs from the base's."""
+    code = tmp_path / "code"
+    for pkg in ("contracts", "params", "xtrain", "pipeline"):
+        shutil.copytree(REPO / pkg, code / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    mutant = next(m for m in mutants.load().mutants if m.id == "eval-in-train-mode")
+    assert mutants.apply(mutant, code) == ["xtrain/core/train.py"]
+    root = make_tree(tmp_path / "eval-train", ["single", "thread"])
+    run_pilot(tiny_data, root, ["dropout"], code=code)
+    o = verdict(root, "dropout")
+    assert o.status == "fail", o.message
+    for x in ("single", "thread"):
+        assert f"{x}: vs base: eval at step 0: val loss " in o.message, o.message
+    assert verdict(root, "base").status == "pass"  # dropout 0: the edit changes nothing there
 
 
 def test_t21_ddp_in_eval_mode_fails_the_dropout_cell(tiny_data: TinyData, tmp_path: Path) -> None:

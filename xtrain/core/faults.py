@@ -1,7 +1,8 @@
 """Fault injection for the failure tests and the DDP gate's negative controls.
 
 XTRAIN_FAULT=<kind>@<rank>:<step>, rank `*` meaning every rank. Unset in normal runs; read once
-per process.
+per process. XTRAIN_FAULT_IN=<name> confines the launcher failures (raise, hang, nan) to the runs
+whose folder has a path component <name>: one pilot cell (runs/pilot/<cell>/<launcher>).
 
 Launcher failures, at exactly that step: `raise` (the rank raises), `hang` (the rank stops
 answering collectives), `nan` (the rank's loss becomes NaN).
@@ -16,6 +17,8 @@ Feature-path bugs, from that step on (the pilot gates must fail each one; docs/p
 - `ddp_eval`: under DDP (world > 1) the rank trains in eval mode, past the train-mode guard
   (the seed's T21: dropout silently off under DDP).
 - `ddp_no_dropout`: under DDP the rank's model is built without dropout (T21: the flag never passed).
+- `ddp_stays_eval`: under DDP an evaluation leaves the rank in eval mode (T21 as it happened: the
+  loop never called model.train() again); the trainer records the steps, the gates fail them.
 - `recompute_drift`: activation recompute replays a block with different numbers (KI-3).
 - `accum_undivided`: the micro-batch loss is not divided by grad_accum.
 - `resume_drop_v`: a resume restores Adam's exp_avg_sq as zeros (the second moment dropped).
@@ -32,6 +35,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from xtrain.core.determinism import derive_seed
 
@@ -40,6 +44,7 @@ DDP_BUG_KINDS = ("grad_sum", "same_shard", "dropout_unsync")
 FEATURE_BUG_KINDS = (
     "ddp_eval",
     "ddp_no_dropout",
+    "ddp_stays_eval",
     "recompute_drift",
     "accum_undivided",
     "resume_drop_v",
@@ -85,6 +90,12 @@ def parse(text: str | None) -> Fault | None:
 
 
 _FAULT = parse(os.environ.get("XTRAIN_FAULT"))
+_SCOPE = os.environ.get("XTRAIN_FAULT_IN") or None
+
+
+def in_scope(run_dir: str | None) -> bool:
+    """Whether the launcher failures act in the run training in `run_dir` (XTRAIN_FAULT_IN)."""
+    return _SCOPE is None or (run_dir is not None and _SCOPE in Path(run_dir).parts)
 
 
 def _hits(kind: str, rank: int, step: int) -> bool:
@@ -96,8 +107,10 @@ def slows(launcher: str) -> bool:
     return _FAULT is not None and _FAULT.kind == f"slow_{launcher}"
 
 
-def at_step(rank: int, step: int) -> bool:
+def at_step(rank: int, step: int, run_dir: str | None = None) -> bool:
     """Apply a `raise`/`hang` fault for (rank, step); True when the loss should be poisoned (`nan`)."""
+    if not in_scope(run_dir):
+        return False
     if _hits("raise", rank, step):
         raise InjectedFault(f"injected fault at step {step}")
     if _hits("hang", rank, step):
@@ -129,6 +142,11 @@ def eval_mode(rank: int, step: int, world: int) -> bool:
 def drops_dropout(rank: int, world: int) -> bool:
     """`ddp_no_dropout`: whether this DDP rank's model is built without dropout."""
     return world > 1 and _hits("ddp_no_dropout", rank, 0)
+
+
+def stays_in_eval(rank: int, world: int) -> bool:
+    """`ddp_stays_eval`: whether this DDP rank stays in eval mode after an evaluation."""
+    return world > 1 and _hits("ddp_stays_eval", rank, 0)
 
 
 def loss_divisor(rank: int, step: int, grad_accum: int) -> int:

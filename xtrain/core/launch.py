@@ -58,8 +58,13 @@ LAUNCH_FORMAT = "xtrain-launch/1"
 
 
 class RankFailed(XtrainError, RuntimeError):
-    def __init__(self, rank: int, error: BaseException, tb: str = "", note: str = "") -> None:
-        self.rank, self.error, self.tb = rank, error, tb
+    """A rank's failure; `run`: the index of the run that failed when a launcher trains several
+    (run_proc_many), else None."""
+
+    def __init__(
+        self, rank: int, error: BaseException, tb: str = "", note: str = "", run: int | None = None
+    ) -> None:
+        self.rank, self.error, self.tb, self.run = rank, error, tb, run
         tail = f"; {note}" if note else ""
         super().__init__(f"rank {rank} failed: {type(error).__name__}: {one_line(error)}{tail}")
 
@@ -239,16 +244,24 @@ def run_proc_rank(
         return result
 
 
-def run_proc_many(specs: list[RunSpec], timeout_s: float, grad_sync: str) -> None:
+def run_proc_many(
+    specs: list[RunSpec],
+    timeout_s: float,
+    grad_sync: str,
+    started: Callable[[int], None] | None = None,
+) -> None:
     """One torchrun worker training several runs in turn over one process group (the pilot stage:
-    one torchrun start for every cell instead of one per run)."""
+    one torchrun start for every cell instead of one per run). `started(i)` is called before run i;
+    a run that fails raises RankFailed with `run` = i."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     device = device_for(specs[0].run.train.device, local_rank)
     comm: ProcComm | None = None
     with cuda_device(device):
-        for spec in specs:
+        for i, spec in enumerate(specs):
+            if started is not None:
+                started(i)
             check_world(spec.run.train, world, "torchrun --nproc-per-node (WORLD_SIZE)")
             spec = _prepare_process(spec, device, local_world)
             if device.type == "cuda":  # each run's own peak (the recompute cell compares them)
@@ -259,7 +272,7 @@ def run_proc_many(specs: list[RunSpec], timeout_s: float, grad_sync: str) -> Non
                 try:
                     rank_main(staged_spec, comm)
                 except Exception as e:
-                    raise RankFailed(rank, e, traceback.format_exc(), comm.laggards()) from e
+                    raise RankFailed(rank, e, traceback.format_exc(), comm.laggards(), run=i) from e
             comm.barrier()  # rank 0 has committed the run before the next one starts
     if comm is not None:
         comm.close()

@@ -18,7 +18,9 @@ pure function of the step, so a resumed run draws the same masks as an uninterru
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -99,6 +101,19 @@ class Dropout:
                 self.seen.add(mask_seed)
                 self.drawn += hash32(mask_seed)
         return x * keep.to(x.dtype) / (1.0 - p)
+
+    @contextlib.contextmanager
+    def set_aside(self) -> Iterator[None]:
+        """Outside a training step (an evaluation): no global rows (a batch's own rows 0..B-1, not the
+        last micro-batch's), and no mask counted in the step's fingerprint; the step's state is back
+        afterwards. A forward that draws masks here (an eval in train mode: a bug) then changes the
+        eval loss instead of crashing on the row count, and the gates see it in the data."""
+        saved = (self.seed, self.rows, self.drawn, self.seen)
+        self.rows, self.drawn, self.seen = None, 0, set()
+        try:
+            yield
+        finally:
+            self.seed, self.rows, self.drawn, self.seen = saved
 
     def take_drawn(self) -> int:
         """The fingerprint of the masks drawn since the last call (0 without dropout), and reset."""

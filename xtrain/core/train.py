@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,9 @@ class History:
     sample_count: list[int] = field(default_factory=list)
     sample_hash: list[int] = field(default_factory=list)
     dropout_hash: list[int] = field(default_factory=list)
+    # The training steps at which some rank's model had a module out of training mode (T21: dropout
+    # silently off). Recorded, never raised: the gates decide (loss_match, launcher_parity, pilot).
+    eval_mode_steps: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +86,7 @@ class History:
             "lr": self.lr,
             "eval": self.evals,
             "samples": self.samples(),
+            "eval_mode_steps": self.eval_mode_steps,
         }
 
     def samples(self) -> dict[str, list[int]]:
@@ -92,7 +97,11 @@ class History:
         }
 
     def add_samples(self, rows: list[tuple[int, ...]]) -> None:
-        for count, hash_sum, dropout_hash in rows:
+        """The ledger's rows, summed over ranks: (rows, their hash sum, mask hash sum, ranks not in
+        training mode) per step, in step order."""
+        for count, hash_sum, dropout_hash, not_training in rows:
+            if not_training:
+                self.eval_mode_steps.append(len(self.sample_count))
             self.sample_count.append(count)
             self.sample_hash.append(hash_sum)
             self.dropout_hash.append(dropout_hash)
@@ -108,6 +117,7 @@ class History:
             list(samples.get("count", [])),
             list(samples.get("hash_sum", [])),
             list(samples.get("dropout_hash_sum", [])),
+            list(d.get("eval_mode_steps", [])),
         )
 
 
@@ -141,10 +151,11 @@ def autocast(t: TrainConfig, device: torch.device) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
-def check_train_mode(model: nn.Module) -> None:
-    """The seed design's bug: after an eval, DDP training ran with dropout silently off."""
-    if not all(m.training for m in model.modules()):
-        raise RuntimeError("model is in eval mode at a training step: dropout would be silently off")
+def check_train_mode(model: nn.Module) -> str | None:
+    """The seed design's bug: after an eval, DDP training ran with dropout silently off. The name of
+    the first module not in training mode ("" for the model itself), or None when all of them are.
+    The trainer records it (metrics.json eval_mode_steps); the gates fail the run."""
+    return next((name for name, m in model.named_modules() if not m.training), None)
 
 
 def train_step(
@@ -196,7 +207,12 @@ def train_step(
 
 @torch.no_grad()
 def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communicator) -> float:
-    """Mean validation loss over fixed batches (sharded, averaged over ranks); restores train mode."""
+    """Mean validation loss over fixed batches (sharded, averaged over ranks); restores train mode.
+
+    Dropout's step state is set aside for the eval forward (Dropout.set_aside): the eval batch is
+    not the last training micro-batch, and eval numerics must not depend on the training step, so
+    at step 0 every cell whose features act only in training evaluates bitwise like the pilot base
+    (gates/pilot.py judges it)."""
     t = spec.run.train
     was_training = model.training
     model.eval()
@@ -205,15 +221,18 @@ def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communica
         batches = eval_batches(
             data, spec.run.seed, t.eval_batches, t.global_batch, t.seq_len, comm.rank, comm.world
         )
-        for x, y in batches:
-            with autocast(t, comm.device):
-                logits = model(x)
-            total += F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
+        with model.dropout.set_aside():
+            for x, y in batches:
+                with autocast(t, comm.device):
+                    logits = model(x)
+                total += F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
         total /= len(batches)
         comm.all_reduce_mean_([total])
         return float(total)
     finally:
         model.train(was_training)
+        if faults.stays_in_eval(comm.rank, comm.world):  # the seed's T21 as it happened (a control)
+            model.eval()
 
 
 def cross_rank_agreement(model: nn.Module, comm: Communicator) -> tuple[list[float], list[float]]:
@@ -339,11 +358,27 @@ class Trainer:
     data: TokenData
     spec: RunSpec
     ledger: StepLedger = field(default_factory=StepLedger)  # samples and dropout masks per step
+    warned: bool = False  # the eval-mode warning is printed once per rank and run
+
+    def train_mode(self, step: int) -> int:
+        """1 when a module is not in training mode at this step (recorded), else 0; warns once."""
+        name = check_train_mode(self.model)
+        if name is None:
+            return 0
+        if not self.warned:
+            self.warned = True
+            sys.stderr.write(  # one write: thread-per-rank ranks must not interleave their lines
+                f"warning: {self.spec.launcher} rank {self.comm.rank}: model in eval mode at training step "
+                f"{step} (module {name or 'the model'!r} not training): dropout would be silently off "
+                "(the seed's T21); recorded in metrics.json eval_mode_steps, the gates fail the run\n"
+            )
+            sys.stderr.flush()
+        return 1
 
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         comm, spec, t = self.comm, self.spec, self.spec.run.train
-        check_train_mode(self.model)
-        poison = faults.at_step(comm.rank, step)
+        not_training = self.train_mode(step)
+        poison = faults.at_step(comm.rank, step, spec.run_dir)
         lr = lr_at(step, t)
         if not (t.fused_adamw and faults.fused_lr_frozen(comm.rank, step)):
             set_lr(self.opt, lr)
@@ -374,7 +409,7 @@ class Trainer:
         )
         if eval_fault:
             self.model.train()
-        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn())
+        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn(), not_training)
         perf_hooks.step_delay()
         if poison:
             loss = loss * float("nan")
@@ -506,6 +541,7 @@ def metrics_dict(spec: RunSpec, result: RankResult, model: nn.Module) -> dict[st
         "lr": h.lr,
         "eval": h.evals,
         "samples": h.samples(),
+        "eval_mode_steps": h.eval_mode_steps,
         "initial_val_loss": h.evals[0]["loss"] if h.evals and h.evals[0]["step"] == 0 else None,
         "final_val_loss": h.evals[-1]["loss"] if h.evals else None,
         "tokens_per_s": result.tokens_per_s,
