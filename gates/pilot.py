@@ -32,7 +32,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from gates import ddp
+from gates import ddp, expect
 from gates.artifacts import Artifacts
 from gates.ddp import Check
 from gates.gate import Gate, Picture, Thresholds
@@ -77,9 +77,10 @@ def tiers(t: dict[str, Any], cell: str, device: str) -> dict[str, Any]:
 
 
 def shape_problems(params: Params, cell: str, launcher: str, m: Metrics) -> list[str]:
-    """How a pilot run differs from what params.yaml says it must be."""
+    """How a pilot run differs from its own record's config (gates/expect.py: identity, length, eval
+    steps, world) and from what params.yaml says it must be."""
     where, p = run_path(cell, launcher), pilot_section(params)
-    out = []
+    out = expect.run_problems(None, f"pilot/{cell}/{launcher}", m)
     want = cell_params(params, cell).run_config(m["config"]["model"]["vocab_size"]).config_hash()
     if m["config_hash"] != want:
         out.append(f"{where}: config_hash {m['config_hash']}, params.yaml pilot cell {cell} gives {want}")
