@@ -100,8 +100,12 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple
 
 
 def tree_env(tree: Path) -> dict[str, str]:
-    """The stages of `tree` import the tree's own (mutated) code, never an installed or outer copy."""
-    return {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    """The stages of `tree` import the tree's own (mutated) code, never an installed or outer copy;
+    the rest of PYTHONPATH stays behind it (an offline runner's wheelhouse lives there: the GPU nightly
+    failed `No module named dvc` when it was replaced)."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([str(tree), *inherited])
+    return {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def tail(text: str, n: int = 3) -> str:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gates.mutate import tree_env
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -38,7 +40,7 @@ def scratch_tree(tree: Path) -> Path:
 
 def one_run(tree: Path, busy: int, fault: str | None) -> dict[str, Any]:
     """One stage run and its gate, with `busy` spinning processes beside it."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "DVC_NO_ANALYTICS": "1"}
+    env = tree_env(tree)
     env.pop("XTRAIN_FAULT", None)
     if fault:
         env["XTRAIN_FAULT"] = f"{fault}@*:0"

@@ -49,6 +49,15 @@ PARAMS = _pin()
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 
+def code_first(root: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with `root`'s code first on PYTHONPATH and the rest kept behind
+    it: an offline runner's wheelhouse is on PYTHONPATH (the GPU nightly lost jsonschema and dvc
+    where a test replaced it)."""
+    base = dict(os.environ if env is None else env)
+    rest = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**base, "PYTHONPATH": os.pathsep.join([str(root), *rest])}
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cwd_holds_the_pinned_params():
     """The tests run in the pinned folder: a command or loader that falls back to ./params.yaml

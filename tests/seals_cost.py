@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from conftest import code_first
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -68,7 +70,7 @@ def build(root: Path) -> int:
 def main() -> None:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="seals-cost-"))
     print(f"tree {build(root) / 1e6:.1f} MB at {root}")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = code_first(REPO)
     for threads in ("1", "2", "1", "2", "1", "2"):
         subprocess.run([sys.executable, "-c", TIME, str(root), threads], env=env, check=True)
 

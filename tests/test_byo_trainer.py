@@ -6,14 +6,13 @@ own function. Positive controls pass; DDP mistakes users make fail with a messag
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TinyData
+from conftest import REPO, TinyData, code_first
 from gates import ddp, expect
 from gates.outcome import Outcome
 
@@ -36,7 +35,7 @@ def run(script: Path, data: TinyData, run_dir: Path, world: int, *extra: str) ->
     ]
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}"]
     cmd = [*(launch if world > 1 else [sys.executable]), str(script), *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+    env = {**code_first(REPO), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=run_dir.parent, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((run_dir / "metrics.json").read_text())

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PARAMS, REPO, committed, scratch_repo
+from conftest import PARAMS, REPO, code_first, committed, scratch_repo
 
 GIT = {
     "GIT_AUTHOR_NAME": "t",
@@ -65,7 +65,7 @@ def switched(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pytest_in(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """pytest in the scratch copy, GPUs hidden as the nightly hides them, on the copy's own code."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XTRAIN_TEST_"))}
-    base.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(root), **(env or {}))
+    base = code_first(root, {**base, "CUDA_VISIBLE_DEVICES": "", **(env or {})})
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
     return subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=base, timeout=900)
 

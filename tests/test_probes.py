@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PARAMS, REPO
+from conftest import PARAMS, REPO, code_first
 from gates import mutants, probes
 
 CODE = ("contracts", "params", "pipeline", "xtrain", "gates")
@@ -32,7 +31,7 @@ def probe_with(tmp_path: Path, mutant_id: str | None) -> dict:
         (mutant,) = mutants.load().select([mutant_id], None)
         mutants.apply(mutant, root)
     out = root / "probes.json"
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = code_first(root)
     subprocess.run(
         [sys.executable, "-m", "pipeline.probes", "--out", str(out)], cwd=root, env=env, check=True
     )

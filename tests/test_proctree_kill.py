@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TinyData, tiny_cli
+from conftest import REPO, TinyData, code_first, tiny_cli
 from proctree_cases import (
     GRACE_S,
     agent,
@@ -188,7 +188,7 @@ def test_sigterm_to_dvc_repro_kills_the_launchers_tree(
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "pipeline.train", "proc", *tiny_cli(tiny_data, run_dir, *LONG)]
     (tmp_path / "dvc.yaml").write_text(DVC_YAML.format(cmd=shlex.join(cmd)))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "SHELL": shell}
+    env = {**code_first(REPO), "DVC_NO_ANALYTICS": "1", "SHELL": shell}
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True, env=env)
     dvc = subprocess.Popen(
         ["dvc", "repro"],
