@@ -26,7 +26,7 @@ from params.pilot_cells import CELLS, cells_for
 from registry import index as registry_index
 from xtrain.export.hf_folder import export
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 
 @pytest.fixture()

@@ -27,7 +27,7 @@ from gates import catalogue
 from gates.__main__ import main as gates_main
 from registry.__main__ import main as registry_main
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 Change = Callable[[Path], None]
 

@@ -25,7 +25,7 @@ from gates.outcome import Outcome
 from params.config import load_params
 from params.pilot_cells import CELLS, cells_for
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 # the real artifact tree of tests/gate_tree.py (built once per session), copied per test
 work = test_gates.work
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")

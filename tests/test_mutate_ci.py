@@ -8,14 +8,13 @@ training stage) must pass every gate and leave the runs bitwise identical to the
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, code_first, scratch_repo
 from gates import mutants
 
 pytestmark = pytest.mark.xdist_group("mutate")
@@ -25,10 +24,14 @@ pytestmark = pytest.mark.xdist_group("mutate")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:
     work = tmp_path_factory.mktemp("mutate")
     report = work / "mutation.json"
-    cmd = [sys.executable, "-m", "gates", "--root", str(REPO), "mutate", "--subset", "ci", "--profile", "tiny",
+    # a scratch copy with the committed params.yaml: the campaign's baseline is the checkout's tracked
+    # files, and the GPU nightly switches the working params.yaml to world 1, where a rank reading
+    # another rank's row changes nothing (the nightly failed this test: 'equivalent', not 'killed')
+    root = scratch_repo(work / "checkout")
+    cmd = [sys.executable, "-m", "gates", "--root", str(root), "mutate", "--subset", "ci", "--profile", "tiny",
            "--jobs", "1", "--work", str(work / "w"), "--json", str(report)]  # fmt: skip
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1800)
+    env = {**code_first(root), "DVC_NO_ANALYTICS": "1"}
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, timeout=1800)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads(report.read_text())
 

@@ -20,7 +20,7 @@ from gates.__main__ import main as gates_main
 from params.identity import config_identity
 from params.project import HARNESS_PARAMS
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 RUNS = ("single", "thread", "proc")
 # a project's own file: its own knobs (not ours to validate) and the thresholds it wants

@@ -20,7 +20,7 @@ from conftest import REPO
 from gate_tree import DVC_YAML, check, copy_tree, edit, flip_byte, gate, lock_with_dvc, seal
 from gates.consistency import summary_of
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 FINAL = "runs/single/checkpoints/step_000012"
 
@@ -181,7 +181,7 @@ def with_code(work: Path) -> Path:
     """The tree with what the real pipeline records beside its outs, recorded by real DVC: a code dep
     (xtrain/core/optim.py) of train_single and the params sections train_single and closed_loop read."""
     optim = work / "xtrain" / "core" / "optim.py"
-    optim.parent.mkdir(exist_ok=True)
+    optim.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(REPO / "xtrain" / "core" / "optim.py", optim)
     pipeline = copy.deepcopy(DVC_YAML)
     single, loop = pipeline["stages"]["train_single"], pipeline["stages"]["closed_loop"]

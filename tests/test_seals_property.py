@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from gate_tree import check, copy_tree
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 TRIED: Counter[str] = Counter()
 CAUGHT: Counter[str] = Counter()

@@ -20,7 +20,7 @@ import yaml
 
 from gate_tree import check, copy_tree, edit, flip_byte, gate, golden_path
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 Tamper = Callable[[Path], None]
 

@@ -23,7 +23,7 @@ from gate_tree import bless_golden, bless_golden_as, check, copy_tree, edit, gat
 from gates.__main__ import main as gates_main
 from xtrain.core.launch import run_single
 
-pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 OTHER_ENV = "cpu-made-up-env-for-tests"
 
