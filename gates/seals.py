@@ -109,9 +109,10 @@ def dep_checks(lock: DvcLock, stages: list[str]) -> list[tuple[str, FileCheck]]:
     return out
 
 
-def stale_deps(lock: DvcLock, stages: list[str]) -> list[str]:
+def stale_deps(lock: DvcLock, stages: list[str]) -> list[tuple[str, str]]:
+    """(stage, why) for each file dep whose md5 is not dvc.lock's."""
     return [
-        f"stage {stage}: dep {c.name} md5 {c.actual or '(missing)'}, dvc.lock recorded {c.expected}"
+        (stage, f"dep {c.name} md5 {c.actual or '(missing)'}, dvc.lock recorded {c.expected}")
         for stage, c in dep_checks(lock, stages)
         if c.actual != c.expected
     ]
@@ -141,10 +142,10 @@ def as_read_by_dvc(value: Any) -> Any:
     return value
 
 
-def stale_params(lock: DvcLock, stages: list[str]) -> list[str]:
-    """Each params key of `stages` whose value in the params file is not the one dvc.lock recorded."""
+def stale_params(lock: DvcLock, stages: list[str]) -> list[tuple[str, str]]:
+    """(stage, why) for each params key whose value in the params file is not dvc.lock's."""
     files: dict[str, Any] = {}
-    problems = []
+    problems: list[tuple[str, str]] = []
     for stage in stages:
         for name, values in ((lock.stages.get(stage) or {}).get("params") or {}).items():
             if name not in files:
@@ -153,7 +154,7 @@ def stale_params(lock: DvcLock, stages: list[str]) -> list[str]:
             for key, recorded in (values or {}).items():
                 now, then = as_read_by_dvc(dig(files[name], key)), as_read_by_dvc(recorded)
                 problems += [
-                    f"stage {stage}: {name} {leaf} is {a!r}, dvc.lock recorded {b!r}"
+                    (stage, f"{name} {leaf} is {a!r}, dvc.lock recorded {b!r}")
                     for leaf, a, b in leaf_diffs(key, now, then)
                 ]
     return problems
@@ -176,10 +177,11 @@ def stale(lock: DvcLock, stages: list[str]) -> Outcome | None:
     if not problems:
         return None
     more = f" (and {len(problems) - MAX_NAMED} more)" if len(problems) > MAX_NAMED else ""
-    names = sorted({p.split(":")[0].removeprefix("stage ") for p in problems})
+    names = sorted({stage for stage, _ in problems})
+    said = "; ".join(f"stage {stage}: {why}" for stage, why in problems[:MAX_NAMED])
     return Outcome(
         "error", len(problems), "every dep and param equal to dvc.lock",
-        "stale: " + "; ".join(problems[:MAX_NAMED]) + more + ": the artifacts were made before this "
+        "stale: " + said + more + ": the artifacts were made before this "
         f"edit and would be judged as this tree's (dvc repro {' '.join(names)}, or undo the edit)",
     )  # fmt: skip
 
