@@ -61,13 +61,14 @@ while True:
             p.wait()
         sys.exit(1)
     if all(c == 0 for c in codes):
-        sys.exit(0)
+        sys.exit(int(sys.argv[3]) if len(sys.argv) > 3 else 0)  # argv[3]: the agent fails after its ranks
     time.sleep(0.05)
 """
 
 
-def agent_cmd(marker: str, *modes: str) -> list[str]:
-    return [sys.executable, "-c", AGENT, marker, ",".join(modes)]
+def agent_cmd(marker: str, *modes: str, agent_rc: int | None = None) -> list[str]:
+    rc = [] if agent_rc is None else [str(agent_rc)]
+    return [sys.executable, "-c", AGENT, marker, ",".join(modes), *rc]
 
 
 @pytest.fixture()
@@ -97,6 +98,17 @@ def test_negative_control_a_rank_that_never_reports_fails_the_run(marker: str) -
 def test_a_rank_that_fails_speaks_for_itself(marker: str, capfd: pytest.CaptureFixture) -> None:
     assert proctree.supervise(agent_cmd(marker, "fail", "hang"), 2, 10) == 1
     assert "error: rank failed: boom" in capfd.readouterr().err
+    assert wait_for(lambda: not tree(marker), GRACE_S)
+
+
+def test_an_agent_failing_after_every_rank_succeeded_is_named(marker: str) -> None:
+    """Found by tests/test_proctree_property.py (SIGINT to torchrun's agent as its ranks finished: exit
+    1 and no line): the ranks' success reports are not a failing rank that said why."""
+    with pytest.raises(
+        proctree.TreeFailed,
+        match=r"torchrun agent \(pid \d+\) exited 1 after ranks \[0, 1\] reported success: it was signalled",
+    ):
+        proctree.supervise(agent_cmd(marker, "ok", "ok", agent_rc=1), 2, 10)
     assert wait_for(lambda: not tree(marker), GRACE_S)
 
 

@@ -377,8 +377,9 @@ class Tree:
         if silent := self._silent(ranks):
             raise TreeFailed(silent)
         said = sorted((r for r in ranks.values() if r.code is not None), key=lambda r: r.exited_at)
-        if said and said[0].reason.startswith("SIG"):
-            r = said[0]
+        failed = [r for r in said if r.code != 0]
+        if failed and failed[0].reason.startswith("SIG"):
+            r = failed[0]
             if r.reason.endswith("from torchrun agent"):  # nobody failed: the agent stopped them
                 raise TreeFailed(
                     f"torchrun agent (pid {self.agent.pid}) stopped its workers ({r.reason.split()[0]}) "
@@ -387,6 +388,12 @@ class Tree:
             raise TreeFailed(f"rank {r.rank} (pid {r.pid}) was stopped by {r.reason}; torchrun exited {rc}")
         if not said:
             raise TreeFailed(f"torchrun (pid {self.agent.pid}) exited {rc} before any rank reported")
+        if not failed:  # found by the property test: SIGINT to the agent as its ranks finished
+            ok = sorted(r.rank for r in said)
+            raise TreeFailed(
+                f"torchrun agent (pid {self.agent.pid}) exited {rc} after ranks {ok} reported success: "
+                "it was signalled or failed"
+            )
         return rc  # the failing rank said why itself (one line)
 
     def kill(self) -> None:
