@@ -17,6 +17,15 @@ _COMMON = {
     "print_blob": True,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
 }
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("ci", max_examples=25, **_COMMON)
 settings.register_profile("nightly", max_examples=250, **_COMMON)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(PROFILE)
+
+
+def examples(ci: int, nightly: int) -> settings:
+    """A test's own sample size per profile. A test whose every case starts processes (a gates check,
+    a torchrun launch) takes a bounded nightly sample: such tests sit in serial xdist groups, where
+    their cases add up to the nightly's wall time (the proctree property at 40 cases was ~7 min of
+    torchrun launches on the H200 runner). Each night still draws new cases (no example database)."""
+    return settings(max_examples=nightly if PROFILE == "nightly" else ci, **_COMMON)

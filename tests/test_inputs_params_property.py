@@ -22,20 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from conftest import REPO
 from contracts.errors import XtrainError
+from hypothesis_profiles import examples
 from params.config import load_params, set_in_file
-
-settings.register_profile(
-    "ci", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-)
-settings.register_profile(
-    "nightly", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TEXT = (REPO / "params.yaml").read_text()
 BASE = yaml.safe_load(TEXT)
@@ -156,7 +149,7 @@ def check_in_process(text: str) -> None:
         assert snapshot(Path(tmp)) == before
 
 
-@settings(max_examples=settings().max_examples)
+@examples(ci=50, nightly=500)
 @given(edits)
 @example("seed: 1\nseed: 2\n")
 @example(TEXT.replace("profile: cpu", "profile: \x1f"))  # found: the YAML reader's message spanned 2 lines
@@ -180,7 +173,7 @@ def overrides(draw: st.DrawFn) -> str:
     )
 
 
-@settings(max_examples=max(5, settings().max_examples // 2))
+@examples(ci=25, nightly=250)
 @given(st.lists(overrides(), min_size=1, max_size=3))
 @example(["seed=[&a 1, *a]"])
 def test_config_set_writes_a_valid_file_or_nothing(sets: list[str]) -> None:
@@ -197,7 +190,7 @@ def test_config_set_writes_a_valid_file_or_nothing(sets: list[str]) -> None:
             load_params(path)
 
 
-@settings(max_examples=max(5, settings().max_examples // 10))
+@examples(ci=5, nightly=50)
 @given(edits)
 def test_config_show_on_random_edits_is_a_config_or_one_line(text: str) -> None:
     """The command itself, a few times: exit 0 with YAML, or exit 2 with one line naming the file."""

@@ -8,7 +8,8 @@ the run's measured duration: startup, training, checkpoint writes, the commit) a
   always means the latter), and nothing is written to it after the launcher exits;
 - a job that failed without a launcher kill says what died in an `error:` line.
 
-CI runs a few examples (HYPOTHESIS_PROFILE unset or `ci`); the nightly sets HYPOTHESIS_PROFILE=nightly.
+CI runs 5 cases (HYPOTHESIS_PROFILE unset or `ci`), the nightly 10 (HYPOTHESIS_PROFILE=nightly): each is a
+torchrun launch in the serial DDP chain; each night draws new ones.
 A failure found here is kept below as an @example.
 """
 
@@ -27,12 +28,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from conftest import TinyData
 from contracts import artifact_table
 from contracts.errors import XtrainError
+from hypothesis_profiles import examples
 from proctree_cases import (
     GRACE_S,
     agent,
@@ -49,17 +51,6 @@ from proctree_cases import (
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
 RUN = ("train.steps=24", "train.ckpt_every=2", "train.eval_every=12")
-_COMMON = {
-    "deadline": None,
-    "database": None,
-    "print_blob": True,
-    "suppress_health_check": [HealthCheck.too_slow],
-}
-PROFILES = {
-    "ci": settings(max_examples=5, **_COMMON),
-    "nightly": settings(max_examples=40, **_COMMON),
-}
-PROFILE = PROFILES.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), PROFILES["ci"])
 TARGETS = ("launcher", "agent", "worker0", "worker1")
 SIGNALS = (signal.SIGTERM, signal.SIGKILL, signal.SIGINT)
 
@@ -103,7 +94,7 @@ def _complete_new_run(run_dir: Path) -> bool:
     return m.get("launcher") == "proc" and (run_dir / "checkpoints" / "latest").exists()
 
 
-@PROFILE
+@examples(ci=5, nightly=10)
 # Found while building: SIGTERM to the agent while its workers were still starting exited 1 with no
 # line saying what died (now: "torchrun (pid N) exited 1 before any rank reported").
 @example(target="agent", sig=signal.SIGTERM, at=0.0)

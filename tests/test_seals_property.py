@@ -4,7 +4,7 @@ seals, with dvc.lock untouched, never exits 0.
 Hypothesis draws the file (or, to add one, the folder), the kind of tamper (flip some bits of a
 byte, truncate, delete, add a file) and where; each case runs on a fresh copy of the real, sealed
 artifact tree of tests/gate_tree.py (~6 MB with its DVC cache: a copy costs milliseconds).
-HYPOTHESIS_PROFILE=nightly draws ten times as many (tests/hypothesis_profiles.py).
+HYPOTHESIS_PROFILE=nightly draws 60 (each case is a gates check in the serial tree group).
 Counts of the last run: printed at the end of the module (pytest -s).
 """
 
@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gate_tree import check, copy_tree
+from hypothesis_profiles import examples
 
 pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
@@ -80,6 +80,7 @@ def apply(root: Path, kind: str, rel: str, draw: st.DataObject) -> None:
         flip(path, draw.draw(st.integers(0, 1 << 30)), draw.draw(st.integers(1, 255)))
 
 
+@examples(ci=25, nightly=60)
 @given(data=st.data())
 def test_a_random_tamper_never_exits_0(
     targets: tuple[Path, list[str], list[str]], data: st.DataObject
