@@ -74,6 +74,18 @@ def pytest_report_header() -> str:
     return f"params.yaml for the tests: {where} ({'same as' if same else 'differs from'} the working file)"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The serial DDP chain is the suite's (and the nightly's) long pole: a test in it must not make
+    it build the gate tree (~50 s), which the `tree` group builds beside it anyway."""
+    for item in items:
+        if chain_builds_tree(item):
+            raise pytest.UsageError(f"{item.nodeid}: uses gate_tree but is in the ddp chain: mark it tree")
+
+
+def chain_builds_tree(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("ddp")) and "gate_tree" in getattr(item, "fixturenames", ())
+
+
 WORDS = [
     "the",
     "king",

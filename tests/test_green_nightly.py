@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PARAMS, REPO, code_first, committed, scratch_repo
+from conftest import PARAMS, REPO, chain_builds_tree, code_first, committed, scratch_repo
 
 GIT = {
     "GIT_AUTHOR_NAME": "t",
@@ -124,3 +124,18 @@ def test_ci_scripts_give_tail_its_count_with_n(tmp_path: Path) -> None:
     assert new.returncode == 0 and "2\n3\n4\n" in new.stdout, new
     assert OBSOLETE_TAIL.search('tail -3 "$ART/tests-ddp.log" "$ART/tests.log"')
     assert not OBSOLETE_TAIL.search('tail -n 3 "$ART/tests-ddp.log" "$ART/tests.log"')
+
+
+class _Item:
+    def __init__(self, marks: set[str], fixtures: tuple[str, ...]) -> None:
+        self.marks, self.fixturenames = marks, fixtures
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.marks else None
+
+
+def test_a_chain_test_that_would_build_the_gate_tree_is_refused() -> None:
+    """The serial DDP chain is the nightly's long pole: conftest refuses a ddp test using gate_tree."""
+    assert chain_builds_tree(_Item({"ddp"}, ("tiny_data", "gate_tree")))  # negative control: refused
+    assert not chain_builds_tree(_Item({"tree"}, ("gate_tree",)))
+    assert not chain_builds_tree(_Item({"ddp"}, ("tiny_data",)))

@@ -12,11 +12,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 from conftest import PARAMS
 from gates import ddp, expect
 from params.cadence import eval_steps

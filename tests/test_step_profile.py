@@ -65,8 +65,8 @@ def test_a_real_step_on_this_cpu() -> None:
     assert p["process_cpu_ms"] >= p["host_cpu_ms"] * 0.9  # every thread, the calling one included
 
 
-@pytest.mark.ddp
-@pytest.mark.xdist_group("ddp")
+@pytest.mark.tree  # reads the gate tree's profile: starts no ranks
+@pytest.mark.xdist_group("tree")
 def test_scaling_profiles_every_launcher_and_world(gate_tree: Path) -> None:
     record = json.loads((gate_tree / "bench" / "profile.json").read_text())
     scaling = json.loads((gate_tree / "bench" / "scaling.json").read_text())
