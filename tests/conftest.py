@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import hypothesis_profiles  # noqa: F401 (sample sizes load before any test: the header names the profile)
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Working files a test must not read unless it tests them: the GPU nightly switches params.yaml to

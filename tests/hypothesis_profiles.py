@@ -1,5 +1,6 @@
 """Hypothesis settings for the property tests, one place: `ci` (the default: a small, fast sample
-for every push) and `nightly` (HYPOTHESIS_PROFILE=nightly: ten times as many cases).
+for every push) and `nightly` (HYPOTHESIS_PROFILE=nightly: ten times as many cases), loaded by
+tests/conftest.py before any test module; `examples` gives a costly test its own sizes.
 
 No example database: a failure prints its example (and `@reproduce_failure` blob); the test keeps
 it as an `@example` regression case.

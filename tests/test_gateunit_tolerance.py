@@ -16,7 +16,6 @@ import yaml
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 from conftest import PARAMS
 from gates import ddp, fresh_train
 from gates.tolerance import Approx, Exact

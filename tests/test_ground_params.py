@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 from conftest import REPO
 from contracts.validate import ValidationError
 from params.cadence import eval_due, eval_steps

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hypothesis_profiles  # noqa: F401 (registers and loads the profile)
 from conftest import PARAMS
 from gates import ddp, expect
 from params.cadence import eval_steps
