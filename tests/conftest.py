@@ -77,15 +77,20 @@ def pytest_report_header() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The serial DDP chain is the suite's (and the nightly's) long pole: a test in it must not make
-    it build the gate tree (~50 s), which the `tree` group builds beside it anyway."""
+    """The gate tree is built once per xdist worker (~50-70 s): a test that uses it outside the `tree`
+    group makes a second worker build it, and in the serial DDP chain (the suite's and the nightly's
+    long pole) it would cost the chain that time."""
     for item in items:
-        if chain_builds_tree(item):
-            raise pytest.UsageError(f"{item.nodeid}: uses gate_tree but is in the ddp chain: mark it tree")
+        if builds_tree_elsewhere(item):
+            raise pytest.UsageError(
+                f"{item.nodeid}: uses gate_tree outside the xdist group `tree`: mark it tree"
+            )
 
 
-def chain_builds_tree(item: pytest.Item) -> bool:
-    return bool(item.get_closest_marker("ddp")) and "gate_tree" in getattr(item, "fixturenames", ())
+def builds_tree_elsewhere(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("xdist_group")
+    group = (marker.args or [marker.kwargs.get("name")])[0] if marker else None
+    return "gate_tree" in getattr(item, "fixturenames", ()) and group != "tree"
 
 
 WORDS = [

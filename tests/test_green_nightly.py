@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PARAMS, REPO, chain_builds_tree, code_first, committed, scratch_repo
+from conftest import PARAMS, REPO, builds_tree_elsewhere, code_first, committed, scratch_repo
 
 GIT = {
     "GIT_AUTHOR_NAME": "t",
@@ -127,15 +127,17 @@ def test_ci_scripts_give_tail_its_count_with_n(tmp_path: Path) -> None:
 
 
 class _Item:
-    def __init__(self, marks: set[str], fixtures: tuple[str, ...]) -> None:
-        self.marks, self.fixturenames = marks, fixtures
+    def __init__(self, group: str | None, fixtures: tuple[str, ...]) -> None:
+        self.group, self.fixturenames = group, fixtures
 
-    def get_closest_marker(self, name: str) -> object | None:
-        return name if name in self.marks else None
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return pytest.mark.xdist_group(self.group).mark if name == "xdist_group" and self.group else None
 
 
-def test_a_chain_test_that_would_build_the_gate_tree_is_refused() -> None:
-    """The serial DDP chain is the nightly's long pole: conftest refuses a ddp test using gate_tree."""
-    assert chain_builds_tree(_Item({"ddp"}, ("tiny_data", "gate_tree")))  # negative control: refused
-    assert not chain_builds_tree(_Item({"tree"}, ("gate_tree",)))
-    assert not chain_builds_tree(_Item({"ddp"}, ("tiny_data",)))
+def test_a_test_that_would_build_the_gate_tree_outside_its_group_is_refused() -> None:
+    """conftest refuses a test that uses gate_tree outside the `tree` group: in the serial DDP chain
+    or on a worker of its own it builds a second tree."""
+    assert builds_tree_elsewhere(_Item("ddp", ("tiny_data", "gate_tree")))  # negative controls: refused
+    assert builds_tree_elsewhere(_Item(None, ("gate_tree",)))
+    assert not builds_tree_elsewhere(_Item("tree", ("gate_tree",)))
+    assert not builds_tree_elsewhere(_Item("ddp", ("tiny_data",)))

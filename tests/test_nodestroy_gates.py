@@ -7,7 +7,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from gate_tree import check, copy_tree, gate, lock_with_dvc
+
+pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
 
 def test_a_run_in_another_launchers_folder_is_exit_2(gate_tree: Path, tmp_path: Path) -> None:
