@@ -21,10 +21,8 @@ def index(root: Path) -> dict:
 
 
 def verdict(root: Path, cell: str) -> Outcome:
-    if not (
-        root / "dvc.lock"
-    ).exists():  # a tree of the pilot alone: seal it as its stage (the gates need it)
-        write_pipeline(root, ["pilot"])
+    if not (root / "dvc.lock").exists():
+        write_pipeline(root, ["pilot"])  # a tree of the pilot alone: seal it as its stage (the gates need it)
     params = load_params(root / "params.yaml")
     a = Artifacts(root, DvcLock.read(root), params)
     return pilot.cell_gate(a, cell, load_thresholds(root / "params.yaml")["pilot"])
