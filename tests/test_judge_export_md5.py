@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-from judge_trees import PINNED_FILES, Tree, bless, make_registry, reindex, write_export
 
 from contracts.fileio import md5_file
 from gates.artifacts import ArtifactError
@@ -25,6 +24,7 @@ from gates.export_md5 import (
     registry_of,
 )
 from gates.gate import NoPicture
+from judge_trees import PINNED_FILES, Tree, bless, make_registry, reindex, write_export
 from registry import index
 
 SOURCE = "c" * 32

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from contracts.validate import ValidationError
+from judge_trees import PROVENANCE
 from registry import index
 from registry.store import (
     CONTENT_HASH,
@@ -66,7 +67,7 @@ def make_version(root: Path, files: dict[str, str], dtype: str = "fp32", number:
             "files": files,
             "source_checkpoint_md5": MD5["c"],
             "reason": "a version for the mutation tests",
-            "provenance": json.loads((Registry().versions("xtrain-tiny")[0].path).read_text())["provenance"],
+            "provenance": PROVENANCE,
         }
     )
     path = root / "models" / "tiny" / f"v{number}.json"
