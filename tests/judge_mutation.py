@@ -30,8 +30,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 JUDGE = ("gates", "registry", "contracts", "params")
 BASELINE = REPO / "tests" / "judge_mutation_baseline.json"
+CI_TESTS = ["@tests/judge_mutation_tests.txt"]  # --changed: the fast unit tests, not the gate tree
 CAUGHT = ("killed", "timeout")  # a mutant that hangs the tests is caught: the suite did not pass
 MAX_CHILDREN = os.environ.get("JUDGE_MUTATION_CHILDREN", "2")
+
+
+class CampaignError(Exception):
+    """The campaign could not run (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,9 @@ def snapshot(root: Path = REPO) -> dict[str, dict[str, str]]:
 
 def changed_functions(root: Path = REPO) -> dict[str, list[str]]:
     """{file: [function keys]} whose AST differs from the baseline's (new ones included)."""
-    base = json.loads(BASELINE.read_text())["functions"] if BASELINE.exists() else {}
+    if not BASELINE.exists():
+        raise CampaignError(f"{BASELINE.relative_to(REPO)} missing: run the whole campaign (--all) first")
+    base = json.loads(BASELINE.read_text())["functions"]
     out = {}
     for rel, now in snapshot(root).items():
         then = base.get(rel, {})
@@ -99,13 +106,22 @@ def copy_checkout(work: Path) -> None:
     subprocess.run(["git", "init", "-q", str(work / "mutants")], check=True)
 
 
-def narrow(work: Path, files: list[str]) -> None:
-    """The copy's [tool.mutmut] mutates only `files` (the rest of the judge is copied unmutated)."""
+def narrow(work: Path, files: list[str], tests: list[str] | None = None) -> None:
+    """The copy's [tool.mutmut] mutates only `files` (the rest of the judge is copied unmutated) and,
+    where `tests` is given, runs only those (pytest arguments: files, node ids, @lists)."""
     path = work / "pyproject.toml"
     text = path.read_text()
     if re.search(r"^only_mutate\s*=", text, re.M):
-        raise SystemExit("pyproject.toml [tool.mutmut] sets only_mutate: the driver sets it per run")
-    path.write_text(text.replace("[tool.mutmut]\n", f"[tool.mutmut]\nonly_mutate = {json.dumps(files)}\n", 1))
+        raise CampaignError("pyproject.toml [tool.mutmut] sets only_mutate: the driver sets it per run")
+    text = text.replace("[tool.mutmut]\n", f"[tool.mutmut]\nonly_mutate = {json.dumps(files)}\n", 1)
+    if tests is not None:
+        selection = re.compile(r"^pytest_add_cli_args_test_selection = .*$", re.M)
+        if not selection.search(text):
+            raise CampaignError(
+                "pyproject.toml [tool.mutmut] has no one-line pytest_add_cli_args_test_selection"
+            )
+        text = selection.sub(lambda _: f"pytest_add_cli_args_test_selection = {json.dumps(tests)}", text)
+    path.write_text(text)
 
 
 def run_mutmut(work: Path, mutants: list[str]) -> int:
@@ -116,6 +132,7 @@ def run_mutmut(work: Path, mutants: list[str]) -> int:
         "DVC_NO_ANALYTICS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "HYPOTHESIS_PROFILE": "judge-mutation",
+        "JUDGE_MUTATION_WORK": str(work),  # where the plugin keeps the gate tree it built once
         # tests/judge_mutation_plugin.py; the code under test comes first anyway (mutmut, tests/conftest.py)
         "PYTHONPATH": str(work / "tests"),
     }
@@ -147,17 +164,20 @@ def results(work: Path, files: list[str]) -> list[Result]:
     return out
 
 
-def campaign(files: list[str], mutants: list[str], work: Path | None) -> list[Result]:
-    """mutmut over `files` (only `mutants` where given) in a copy of the checkout; its results."""
+def campaign(
+    files: list[str], mutants: list[str], work: Path | None, tests: list[str] | None = None
+) -> list[Result]:
+    """mutmut over `files` (only `mutants` where given, only `tests` where given) in a copy of the
+    checkout; its results."""
     fresh = work is None
     work = Path(tempfile.mkdtemp(prefix="judge-mutation-")) if work is None else work
     work.mkdir(parents=True, exist_ok=True)
     try:
         copy_checkout(work)
-        narrow(work, files)
+        narrow(work, files, tests)
         rc = run_mutmut(work, mutants)
         if rc != 0:
-            raise SystemExit(
+            raise CampaignError(
                 f"mutmut exited {rc} (clean tests failing, or no test covers the mutants): see above"
             )
         return results(work, files)
@@ -182,7 +202,7 @@ def print_survivors(rs: list[Result]) -> None:
     print(f"\n{caught}/{len(rs)} mutants caught, {len(bad)} not: " + ", ".join(r.name for r in bad[:20]))
 
 
-def cmd_changed(work: Path | None) -> int:
+def cmd_changed(work: Path | None, tests: list[str] | None) -> int:
     changed = changed_functions()
     if not changed:
         print("judge mutation: no judge function changed since the baseline")
@@ -191,11 +211,11 @@ def cmd_changed(work: Path | None) -> int:
     for rel, keys in changed.items():
         have = mutated_functions(REPO / rel, rel)
         module = rel[:-3].replace("/", ".")
-        globs += [f"{module}.{k}__mutmut_*" for k in keys if f"{module}.{k}" in have]
+        globs += [f"{module}.{k}__mutmut_*" for k in keys if k in have]
     print(f"judge mutation: {sum(map(len, changed.values()))} changed functions, {len(globs)} with mutants")
     if not globs:
         return 0
-    rs = campaign(sorted(changed), globs, work)
+    rs = campaign(sorted(changed), globs, work, tests or CI_TESTS)
     print_survivors(rs)
     return 0 if all(r.status in CAUGHT for r in rs) else 1
 
@@ -235,18 +255,46 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--all", action="store_true", help="the whole judge; writes the report and baseline")
     mode.add_argument("--changed", action="store_true", help="functions changed since the baseline (CI)")
     mode.add_argument("--files", nargs="+", help="these judge files")
+    mode.add_argument(
+        "--baseline",
+        action="store_true",
+        help="only record the judge's functions as the baseline (what --all does after its run): for "
+        "after a campaign was read, e.g. one measured before a merge that moved code",
+    )
     ap.add_argument("--mutants", nargs="*", default=[], help="mutmut name globs within --files")
+    ap.add_argument(
+        "--tests",
+        nargs="+",
+        help="pytest arguments selecting the tests (default: pyproject's; "
+        "--changed: tests/judge_mutation_tests.txt)",
+    )
     ap.add_argument("--work", type=Path, help="reuse this work folder (mutmut's cache); default: a fresh one")
     ap.add_argument("--report", type=Path, help="write report.json here (default with --all: docs/data/...)")
     args = ap.parse_args(argv)
+    try:
+        return run(args)
+    except CampaignError as e:
+        print(f"judge mutation: {e}", file=sys.stderr)
+        return 2
+
+
+def write_baseline() -> None:
+    BASELINE.write_text(json.dumps({"functions": snapshot()}, indent=1, sort_keys=True) + "\n")
+    print(f"baseline: {BASELINE.relative_to(REPO)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.baseline:
+        write_baseline()
+        return 0
     if args.changed:
-        return cmd_changed(args.work)
+        return cmd_changed(args.work, args.tests)
     files = judge_files() if args.all else args.files
     unknown = sorted(set(files) - set(judge_files()))
     if unknown:
         print(f"not judge files: {unknown}", file=sys.stderr)
         return 2
-    rs = campaign(files, args.mutants, args.work)
+    rs = campaign(files, args.mutants, args.work, args.tests)
     print_survivors(rs)
     report = args.report or (
         REPO / "docs" / "data" / f"judge-mutation-{datetime.date.today().isoformat()}" if args.all else None
@@ -254,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if report:
         write_report(rs, files, report)
     if args.all:
-        BASELINE.write_text(json.dumps({"functions": snapshot()}, indent=1, sort_keys=True) + "\n")
+        write_baseline()
     return 0 if all(r.status in CAUGHT for r in rs) else 1
 
 

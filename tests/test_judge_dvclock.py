@@ -1,0 +1,224 @@
+"""gates/dvclock.py under mutation (docs/judge-mutation.md): dvc.lock and dvc.yaml as the gates read them.
+
+Which stages ran, which the pipeline defines, which git HEAD had, the md5 of every out (a folder's as
+DVC's `.dir` hash) and why a file differs from what was recorded: every artifact check rests on
+these, so each is pinned here in-process, torch- and DVC-free.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gates.dvclock import (
+    DvcLock,
+    LockError,
+    _committed_stages,
+    _parse,
+    cache_dir,
+    dir_listing,
+    dir_md5,
+    pipeline_stages,
+)
+
+A_MD5, B_MD5 = "60b725f10c9c85c70d97880dfe8191b3", "3b5d5c3712955042212316173ccf37be"  # b"a\n", b"b\n"
+# dvc_data's Tree over the two files below: Tree.add(...); Tree.digest(); its hash_info.value
+DIR_MD5 = "849835d274483dc683eb416d6e4f887d.dir"
+
+
+def folder(root: Path) -> Path:
+    (root / "d" / "sub").mkdir(parents=True)
+    (root / "d" / "a.txt").write_text("a\n")
+    (root / "d" / "sub" / "b.txt").write_text("b\n")
+    return root / "d"
+
+
+def test_the_dir_hash_is_dvcs() -> None:
+    listing = [{"md5": A_MD5, "relpath": "a.txt"}, {"md5": B_MD5, "relpath": "sub/b.txt"}]
+    assert dir_md5(listing) == DIR_MD5
+
+
+def test_dir_listing_lists_every_file_posix_and_sorted(tmp_path: Path) -> None:
+    d = folder(tmp_path)
+    (tmp_path / "d" / "0.txt").write_text("a\n")
+    assert dir_listing(d) == [
+        {"md5": A_MD5, "relpath": "0.txt"},
+        {"md5": A_MD5, "relpath": "a.txt"},
+        {"md5": B_MD5, "relpath": "sub/b.txt"},
+    ]
+
+
+def test_dir_listing_through_a_lock_hashes_each_file_once(tmp_path: Path) -> None:
+    d = folder(tmp_path)
+    lock = DvcLock(tmp_path, {})
+    assert dir_listing(d, lock) == dir_listing(d)
+    assert lock._md5 == {"d/a.txt": A_MD5, "d/sub/b.txt": B_MD5}
+    lock._md5["d/a.txt"] = "cached"
+    assert lock.md5("d/a.txt") == "cached" and dir_listing(d, lock)[0]["md5"] == "cached"
+
+
+def test_parse_reads_stages_and_refuses_bad_yaml() -> None:
+    assert _parse("schema: '2.0'\nstages:\n  a: {cmd: x}\n", "f") == {"a": {"cmd": "x"}}
+    assert _parse("", "f") == {} and _parse("stages:\n", "f") == {} and _parse("- 1\n", "f") == {}
+    with pytest.raises(LockError, match=r"^where/dvc.lock: not valid YAML: "):
+        _parse("stages: [\n", "where/dvc.lock")
+
+
+DVC_YAML = """
+stages:
+  train:
+    cmd: x
+    outs: [runs/single, {runs/extra.json: {cache: false}}]
+    metrics: [{runs/metrics.json: {cache: false}}]
+    plots: [runs/loss.csv]
+  world:
+    foreach: [thread, proc]
+    do:
+      cmd: y
+      outs:
+        - runs/${item}
+  keyed:
+    foreach: {a: one, b: two}
+    do:
+      cmd: z
+      outs:
+        - out/${key}/${item}.txt
+  bare: {cmd: w}
+  odd: 3
+"""
+
+
+def test_pipeline_stages_expands_foreach_and_lists_every_out(tmp_path: Path) -> None:
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    assert pipeline_stages(tmp_path) == {
+        "train": ["runs/single", "runs/extra.json", "runs/metrics.json", "runs/loss.csv"],
+        "world@thread": ["runs/thread"],
+        "world@proc": ["runs/proc"],
+        "keyed@a": ["out/a/one.txt"],
+        "keyed@b": ["out/b/two.txt"],
+        "bare": [],
+        "odd": [],
+    }
+
+
+def test_pipeline_stages_needs_a_readable_dvc_yaml(tmp_path: Path) -> None:
+    with pytest.raises(LockError, match=r"dvc.yaml: missing: the gates cannot tell which stages"):
+        pipeline_stages(tmp_path)
+    (tmp_path / "dvc.yaml").write_text("stages: [\n")
+    with pytest.raises(LockError, match=r"dvc.yaml: not valid YAML: "):
+        pipeline_stages(tmp_path)
+    (tmp_path / "dvc.yaml").write_text("")
+    assert pipeline_stages(tmp_path) == {}
+    (tmp_path / "dvc.yaml").write_text("- a\n")
+    assert pipeline_stages(tmp_path) == {}
+
+
+def test_cache_dir_follows_dvc_config_and_config_local(tmp_path: Path) -> None:
+    assert cache_dir(tmp_path) == tmp_path / ".dvc" / "cache"
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text("[cache]\n    dir = ../elsewhere\n")
+    assert cache_dir(tmp_path) == tmp_path / ".dvc" / "../elsewhere"
+    (tmp_path / ".dvc" / "config.local").write_text("[cache]\n    dir = /abs/cache\n")
+    assert cache_dir(tmp_path) == Path("/abs/cache")
+
+
+def lock_of(root: Path, stages: dict, pipeline: dict | None = None, committed: set | None = None) -> DvcLock:
+    return DvcLock(root, stages, committed or set(), pipeline or {})
+
+
+def test_stage_states() -> None:
+    lock = lock_of(Path("."), {"ran": {}}, {"ran": [], "defined": []}, {"ran", "gone"})
+    assert lock.ran("ran") and not lock.ran("defined") and not lock.ran("gone")
+    assert [s for s in ("ran", "defined", "gone", "other") if lock.in_pipeline(s)] == [
+        "ran",
+        "defined",
+        "gone",
+    ]
+    assert [s for s in ("ran", "defined", "gone", "other") if lock.removed(s)] == ["gone"]
+    assert [s for s in ("ran", "defined", "gone", "other") if lock.unrecorded(s)] == ["defined"]
+    assert lock_of(Path("."), {"only_lock": {}}).in_pipeline("only_lock")
+
+
+def test_pipeline_out_and_out_find_the_out_holding_a_path() -> None:
+    lock = lock_of(
+        Path("."),
+        {
+            "train": {"outs": [{"path": "runs/single", "md5": "m1"}, {"path": "f.json", "md5": "m2"}]},
+            "e": None,
+        },
+        {"train": ["runs/single", "runs/x/"], "e": []},
+    )
+    assert lock.pipeline_out("runs/single") == ("train", "runs/single")
+    assert lock.pipeline_out("runs/single/metrics.json") == ("train", "runs/single")
+    assert lock.pipeline_out("runs/x/y") == ("train", "runs/x/")
+    assert lock.pipeline_out("runs/single2/metrics.json") is None
+    assert lock.out("runs/single/a/b") == ("runs/single", "m1")
+    assert lock.out("f.json") == ("f.json", "m2")
+    assert lock.out("f.jsonx") is None and lock.out("runs/singlex") is None
+
+
+def test_changed_says_why_a_file_out_differs(tmp_path: Path) -> None:
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "md5": A_MD5}]}})
+    assert lock.changed("f.txt", A_MD5) is None
+    assert lock.changed("f.txt", B_MD5) == f"f.txt: md5 {B_MD5}, dvc.lock recorded {A_MD5}"
+    assert lock.changed("other.txt", B_MD5) is None  # not an out: nothing recorded to differ from
+
+
+def test_a_folder_out_differs_by_its_dir_hash_and_names_the_file_when_cached(tmp_path: Path) -> None:
+    folder(tmp_path)
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "d", "md5": DIR_MD5}]}})
+    assert lock.changed("d/a.txt", "ignored") is None and lock.folder_changes("d", DIR_MD5) == []
+    (tmp_path / "d" / "a.txt").write_text("b\n")
+    (tmp_path / "d" / "new.txt").write_text("a\n")
+    now = dir_md5(dir_listing(tmp_path / "d"))
+    stale = lock_of(tmp_path, {"s": {"outs": [{"path": "d", "md5": DIR_MD5}]}})
+    assert stale.changed("d/a.txt", "x") == f"d: folder hash {now}, dvc.lock recorded {DIR_MD5}"
+    obj = tmp_path / ".dvc" / "cache" / "files" / "md5" / DIR_MD5[:2] / DIR_MD5[2:]
+    obj.parent.mkdir(parents=True)
+    obj.write_text(json.dumps([{"md5": A_MD5, "relpath": "a.txt"}, {"md5": B_MD5, "relpath": "sub/b.txt"}]))
+    assert stale.changed("d/a.txt", "x") == (
+        f"d/a.txt: md5 {B_MD5}, dvc.lock recorded {A_MD5}, d/new.txt: md5 {A_MD5}, dvc.lock recorded (absent)"
+    )
+    (tmp_path / "d" / "sub" / "b.txt").unlink()
+    gone = lock_of(tmp_path, {"s": {"outs": [{"path": "d", "md5": DIR_MD5}]}})
+    assert f"d/sub/b.txt: md5 (absent), dvc.lock recorded {B_MD5}" in gone.folder_changes("d", DIR_MD5)
+    obj.write_text("not json")
+    assert gone.folder_changes("d", DIR_MD5) == [
+        f"d: folder hash {dir_md5(dir_listing(tmp_path / 'd'))}, dvc.lock recorded {DIR_MD5}"
+    ]
+
+
+def test_read_needs_dvc_lock_and_reads_all_three_sources(tmp_path: Path) -> None:
+    with pytest.raises(LockError, match=r"dvc.lock: missing: without it no artifact can be checked"):
+        DvcLock.read(tmp_path)
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"train": {"cmd": "x"}}}))
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert DvcLock.read(tmp_path).committed == set()  # no HEAD yet
+    subprocess.run([*git, "add", "dvc.lock"], check=True)
+    subprocess.run([*git, "commit", "-qm", "lock"], check=True)
+    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    lock = DvcLock.read(tmp_path)
+    assert (lock.root, lock.stages, lock.committed) == (tmp_path, {}, {"train"})
+    assert lock.pipeline == pipeline_stages(tmp_path) and lock.removed("train")
+
+
+def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Path) -> None:
+    assert _committed_stages(tmp_path) == set()
+    (tmp_path / "dvc.lock").write_text("stages: [\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "dvc.lock"], check=True)
+    subprocess.run([*git, "commit", "-qm", "broken"], check=True)
+    assert _committed_stages(tmp_path) == set()
+    sub = tmp_path / "project"
+    sub.mkdir()
+    (sub / "dvc.lock").write_text("stages:\n  inner: {}\n")
+    subprocess.run([*git, "add", "project/dvc.lock"], check=True)
+    subprocess.run([*git, "commit", "-qm", "sub"], check=True)
+    assert _committed_stages(sub) == {"inner"}  # ./dvc.lock beside dvc.yaml, not the repository root's
