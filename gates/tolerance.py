@@ -46,8 +46,8 @@ def _abs_diff(x: Number, ref: Number) -> float:
     return float(abs(x - ref))
 
 
-def _bits(x: Number) -> tuple[str, int | bytes]:
-    return ("int", x) if isinstance(x, int) else ("float", struct.pack("<d", x))
+def _bits(x: Number) -> tuple[type, int | bytes]:
+    return (int, x) if isinstance(x, int) else (float, struct.pack("<d", x))
 
 
 class _Tolerance:
@@ -66,9 +66,10 @@ class _Tolerance:
         names = list(range(len(ref))) if labels is None else list(labels)
         if not len(got) == len(ref) == len(names):
             raise ValueError(f"cannot judge {len(got)} values against {len(ref)} (labels {len(names)})")
-        out = tuple(n for n, x, y in zip(names, got, ref, strict=True) if not self.within(x, y))
-        max_abs = max((_abs_diff(x, y) for x, y in zip(got, ref, strict=True)), default=0.0)
-        max_rel = max((rel_diff(float(x), float(y)) for x, y in zip(got, ref, strict=True)), default=0.0)
+        rows = list(zip(names, got, ref, strict=True))  # pragma: no mutate -- equivalent: lengths checked
+        out = tuple(n for n, x, y in rows if not self.within(x, y))
+        max_abs = max((_abs_diff(x, y) for _, x, y in rows), default=0.0)
+        max_rel = max((rel_diff(float(x), float(y)) for _, x, y in rows), default=0.0)
         ok = len(out) <= self.max_out
         return Verdict(ok, len(ref), out, max_abs, max_rel, self._line(ok, got, ref, names, out, max_rel))
 
@@ -121,7 +122,7 @@ class Approx(_Tolerance):
     @classmethod
     def absolute(cls, atol: float) -> Approx:
         """An absolute bound: final_val_atol, cross_rank.max_abs."""
-        return cls(atol, 0.0, 0)
+        return cls(atol)
 
     def within(self, x: Number, ref: Number) -> bool:
         return _finite(x) and _finite(ref) and abs(x - ref) <= self.atol + self.rtol * abs(ref)

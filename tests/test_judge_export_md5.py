@@ -169,3 +169,42 @@ def test_the_picture_is_the_gates_own_comparison(tmp_path: Path) -> None:
 def test_the_gate_unit_runs_the_comparison(tmp_path: Path) -> None:
     assert GATE.run(build(tmp_path).artifacts(), {}).status == "pass"
     assert GATE.threshold({}) == "every file equal" and GATE.takes == ()
+
+
+def test_the_gate_records_every_file_it_read_by_its_path_in_the_tree(tmp_path: Path) -> None:
+    a = build(tmp_path).artifacts()
+    assert export_md5(a).status == "pass"
+    reg = tmp_path / "registry"
+    assert set(a.read) == {
+        *(f"exports/pinned/{p.name}" for p in (tmp_path / "exports" / "pinned").iterdir()),
+        *(f"registry/pinned/tiny/{n}" for n in PINNED_FILES),
+        "registry/models/tiny/v1.json",
+    }
+    assert a.read["registry/models/tiny/v1.json"]["md5"] == md5_file(reg / "models" / "tiny" / "v1.json")
+
+
+def test_every_problem_is_named_in_one_error(tmp_path: Path) -> None:
+    tree = build(tmp_path)
+    tree.params["export"]["dtype"] = "bf16"
+    path = tmp_path / "registry" / "pinned" / "tiny" / "state.json"
+    path.write_text("altered\n")
+    reindex(registry_of(tree.artifacts()), path)
+    with pytest.raises(ArtifactError) as e:
+        export_md5(tree.artifacts())
+    assert str(e.value) == (
+        f"registry/pinned/tiny/state.json: md5 {md5_file(path)}, pin.json recorded "
+        f"{registry_of(tree.artifacts()).pin('tiny')['state_md5']}; "
+        "exports/pinned is fp32, params.yaml export.dtype is bf16 "
+        "(re-export with dvc repro export, or restore the registry)"
+    )
+
+
+def test_a_blessed_file_missing_from_the_export_fails_naming_both_sides(tmp_path: Path) -> None:
+    tree = build(tmp_path)
+    reg = registry_of(tree.artifacts())
+    files = {**reg.version("tiny", "fp32").data["files"], "added.bin": "e" * 32}
+    bless(reg, "tiny", files, "fp32", SOURCE)
+    rewrite(tree, "exports/pinned/config.json", "another config\n")
+    out = export_md5(tree.artifacts())
+    assert out.measured == "6/8 files equal"
+    assert f"added.bin: expected {'e' * 32}, got (absent); config.json: expected " in out.message

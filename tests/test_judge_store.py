@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.fileio import canonical_json
 from contracts.validate import ValidationError
 from judge_trees import PROVENANCE
 from registry import index
@@ -138,3 +139,140 @@ def test_a_sealed_file_edited_by_hand_is_refused(reg: Registry, tmp_path: Path) 
     edited.write_text(json.dumps({**data, "dtype": "bf16"}))
     with pytest.raises(ValidationError, match="edited by hand"):
         load_sealed(edited, "version.schema.json")
+
+
+# -- sealing, write-once, the index checked once per instance ----------------------------------------
+
+
+def test_a_sealed_file_edited_by_hand_names_file_key_and_rule(reg: Registry, tmp_path: Path) -> None:
+    data = json.loads((reg.root / "models" / "tiny" / "v1.json").read_text())
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({**data, "reason": "moved to match a run"}))
+    with pytest.raises(ValidationError) as e:
+        load_sealed(edited, "version.schema.json")
+    assert str(e.value) == (
+        f"{edited}: content_sha256: does not match the file's content: the file was edited by hand "
+        "(rule: registry files change only through python -m registry bless / pin)"
+    )
+    assert (e.value.source, e.value.key) == (str(edited), CONTENT_HASH)
+
+
+def test_load_sealed_validates_against_the_schema(reg: Registry, tmp_path: Path) -> None:
+    data = json.loads((reg.root / "models" / "tiny" / "v1.json").read_text())
+    del data["dtype"]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(seal(data)))
+    with pytest.raises(ValidationError, match="dtype"):
+        load_sealed(broken, "version.schema.json")
+
+
+def test_write_once_writes_atomically_beside_the_file_and_never_rewrites(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    linked = []
+    real_link = os.link
+    monkeypatch.setattr(os, "link", lambda src, dst: (linked.append(Path(src)), real_link(src, dst))[1])
+    path = tmp_path / "models" / "tiny" / "v1.json"
+    write_once(path, {"b": 1, "a": "é"})
+    assert path.read_text(encoding="utf-8") == canonical_json({"b": 1, "a": "é"})
+    assert path.stat().st_mode & 0o777 == 0o644
+    (tmp,) = linked
+    assert tmp.parent == path.parent and index.TEMP.match(tmp.name) and tmp.name.startswith(".v1.json.")
+    assert tmp.name.endswith(".tmp") and not tmp.exists()
+    with pytest.raises(RegistryError) as e:
+        write_once(path, {"other": 2})
+    assert str(e.value) == f"{path} already exists: registry entries are never rewritten"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["v1.json"]  # no temporary left behind
+    assert json.loads(path.read_text()) == {"a": "é", "b": 1}
+
+
+def test_the_index_is_checked_once_per_instance(reg: Registry) -> None:
+    assert reg.versions("tiny")
+    (reg.root / "stray.txt").write_text("x")
+    assert reg.versions("tiny")  # this instance checked the index already
+    with pytest.raises(index.IndexProblem, match=r"stray\.txt: unknown file in the registry"):
+        Registry(reg.root).versions("tiny")
+
+
+def test_a_write_counts_as_the_index_check(tmp_path: Path) -> None:
+    root = tmp_path / "registry"
+    root.mkdir()
+    index.write(root, {})
+    reg = Registry(root)
+    path = root / "models" / "tiny" / "v1.json"
+    write_once(path, seal({"x": 1}))
+    reg.record(path)
+    (root / "stray.txt").write_text("x")
+    assert reg.models() == ["tiny"]  # record() checked and extended the index: no second check
+
+
+def test_version_files_are_the_only_entries_and_must_match_their_name(reg: Registry) -> None:
+    folder = reg.root / "models" / "tiny"
+    for name in ("a-notes.txt", "v0.json", "v01.json"):
+        (folder / name).write_text("{}")
+    index.record(reg.root, [folder / n for n in ("a-notes.txt", "v0.json", "v01.json")])
+    assert [e.version for e in Registry(reg.root).versions("tiny")] == [1]
+    data = json.loads((folder / "v1.json").read_text())
+    write_once(folder / "v2.json", data)
+    index.record(reg.root, [folder / "v2.json"])
+    with pytest.raises(ValidationError) as e:
+        Registry(reg.root).versions("tiny")
+    assert str(e.value) == f"{folder / 'v2.json'}: version: 1 does not match the file name (rule: version 2)"
+
+
+def test_versions_are_sorted_by_number_not_name(reg: Registry) -> None:
+    for n in range(2, 11):
+        make_version(reg.root, {"a": MD5["a"]}, number=n)
+    assert [e.version for e in Registry(reg.root).versions("tiny")] == list(range(1, 11))
+    assert Registry(reg.root).next_path(reg.root / "models" / "tiny").name == "v11.json"
+    assert Registry(reg.root).next_path(reg.root / "models" / "empty").name == "v1.json"
+
+
+def test_a_version_moved_into_another_models_folder_is_refused(reg: Registry) -> None:
+    other = reg.root / "models" / "other"
+    write_once(other / "v1.json", json.loads((reg.root / "models" / "tiny" / "v1.json").read_text()))
+    index.record(reg.root, [other / "v1.json"])
+    with pytest.raises(ValidationError) as e:
+        Registry(reg.root).versions("other")
+    assert str(e.value) == f"{other / 'v1.json'}: model: 'tiny' does not match its folder (rule: 'other')"
+    assert (e.value.source, e.value.key) == (str(other / "v1.json"), "model")
+
+
+GOLDEN_ENV = "cpu-x86-64-avx512-torch2.13.0+cpu-t2"
+BASELINE_ENV = "cpu-x86-64-amd-epyc-avx512-0e5b3315-torch2.13.0+cpu-t2"
+
+
+def copy_entry(reg: Registry, kind: str, env: str, number: int) -> Path:
+    from conftest import REPO
+
+    dest = reg.root / kind / env / f"v{number}.json"
+    write_once(dest, json.loads((REPO / "registry" / kind / env / f"v{number}.json").read_text()))
+    index.record(reg.root, [dest])
+    return dest
+
+
+def test_goldens_baselines_and_their_environments(reg: Registry) -> None:
+    fresh = Registry(reg.root)
+    assert fresh.env_ids() == [] and fresh.baseline_env_ids() == [] and fresh.models() == ["tiny"]
+    assert fresh.golden(GOLDEN_ENV) is None and fresh.baseline(BASELINE_ENV) is None
+    for n in (1, 2, 3):
+        copy_entry(reg, "goldens", GOLDEN_ENV, n)
+    copy_entry(reg, "baselines", BASELINE_ENV, 1)
+    (reg.root / "models" / "not-a-folder.txt").write_text("x")
+    index.record(reg.root, [reg.root / "models" / "not-a-folder.txt"])
+    reg = Registry(reg.root)
+    assert reg.env_ids() == [GOLDEN_ENV] and reg.baseline_env_ids() == [BASELINE_ENV]
+    assert reg.models() == ["tiny"]
+    assert reg.golden(GOLDEN_ENV).version == 3 and [e.version for e in reg.goldens(GOLDEN_ENV)] == [1, 2, 3]
+    assert reg.baseline(BASELINE_ENV).version == 1 and len(reg.baselines(BASELINE_ENV)) == 1
+    assert reg.baseline(BASELINE_ENV).data["format"] == "xtrain-perf-baseline/1"
+    assert reg.validate_all() == 1 + 3 + 1  # one version, three goldens, one baseline (no pin here)
+
+
+def test_validate_all_counts_the_pin(tmp_path: Path) -> None:
+    from judge_trees import make_registry
+
+    reg = make_registry(tmp_path / "registry")
+    make_version(reg.root, {"a": MD5["a"]})
+    make_version(reg.root, {"a": MD5["b"]}, number=2)
+    assert Registry(reg.root).validate_all() == 2 + 1
