@@ -66,12 +66,21 @@ def write_export(folder: Path, dtype: str = "fp32", source_md5: str = "c" * 32, 
     return manifest
 
 
+def write_weights(path: Path, value: float = 1.0) -> None:
+    """A small valid safetensors file (numpy: torch-free)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.full((2, 3), value, dtype=np.float32), "b": np.zeros(3, dtype=np.float32)}, str(path))
+
+
 def make_registry(root: Path, model: str = "tiny") -> Registry:
     """A registry holding `model`'s pinned checkpoint (three small files) and its sealed, indexed pin."""
     pinned = root / "pinned" / model
     pinned.mkdir(parents=True)
     for name in PINNED_FILES:
         (pinned / name).write_text(f"pinned {name}\n")
+    write_weights(pinned / "model.safetensors")
     md5 = {name: md5_file(pinned / name) for name in PINNED_FILES}
     pin = {
         "format": "xtrain-registry-pin/1",
