@@ -141,3 +141,44 @@ class Tree:
 
     def artifacts(self) -> Artifacts:
         return Artifacts(self.root, DvcLock(self.root, self.stages), self.params)
+
+
+def make_golden(
+    reg: Registry,
+    env_id: str,
+    config_hash: str = "cfg1",
+    tier: str = "exact",
+    device_type: str | None = "cpu",
+    precision: str | None = "fp32",
+    train: list[float] | None = None,
+    val: dict[int, float] | None = None,
+    files: dict[str, str] | None = None,
+) -> Path:
+    """The next sealed, indexed golden of `env_id` (a committed golden's shape, these values)."""
+    from conftest import REPO
+
+    template = json.loads(next((REPO / "registry" / "goldens").glob("cpu-*/v1.json")).read_text())
+    train = [4.0, 3.5, 3.0, 2.5] if train is None else train
+    val = {0: 4.5, 2: 3.5, 4: 2.0} if val is None else val
+    env = {k: v for k, v in template["provenance"]["env"].items() if k not in ("device_type", "precision")}
+    env.update({k: v for k, v in (("device_type", device_type), ("precision", precision)) if v is not None})
+    folder = reg.root / "goldens" / env_id
+    path = reg.next_path(folder)
+
+    def series(values: dict[int, float]) -> dict[str, Any]:
+        return {"start_step": 0, "end_step": max(values, default=0), "step_interval": 1,
+                "values": {str(s): v for s, v in values.items()}}  # fmt: skip
+
+    data = {
+        **{k: v for k, v in template.items() if k != "content_sha256"},
+        "env_id": env_id,
+        "version": int(path.stem[1:]),
+        "tier": tier,
+        "config_hash": config_hash,
+        "metrics": {"train_loss": series(dict(enumerate(train))), "val_loss": series(val)},
+        "export": {"dtype": "fp32", "files": files or {"model.safetensors": "a" * 32}},
+        "provenance": {**template["provenance"], "env_id": env_id, "env": env},
+    }
+    write_once(path, seal(data))
+    index.record(reg.root, [path])
+    return path
