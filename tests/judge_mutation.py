@@ -164,18 +164,31 @@ def results(work: Path, files: list[str]) -> list[Result]:
     return out
 
 
+def module_of(rel: str) -> str:
+    return rel[:-3].replace("/", ".")
+
+
 def campaign(
-    files: list[str], mutants: list[str], work: Path | None, tests: list[str] | None = None
+    files: list[str],
+    mutants: list[str],
+    work: Path | None,
+    tests: list[str] | None = None,
+    mutate: list[str] | None = None,
 ) -> list[Result]:
     """mutmut over `files` (only `mutants` where given, only `tests` where given) in a copy of the
-    checkout; its results."""
+    checkout; its results. Mutants are made for `mutate` (default: the whole judge, so a kept work
+    folder's cache and mutmut's test map stay whole from one run to the next) and run by name."""
     fresh = work is None
     work = Path(tempfile.mkdtemp(prefix="judge-mutation-")) if work is None else work
     work.mkdir(parents=True, exist_ok=True)
     try:
         copy_checkout(work)
-        narrow(work, files, tests)
-        rc = run_mutmut(work, mutants)
+        mutate = mutate or judge_files()
+        for rel in mutate:  # copied unmutated by an earlier run of other files: mutmut would keep it so
+            if not (work / "mutants" / f"{rel}.meta").exists():
+                (work / "mutants" / rel).unlink(missing_ok=True)
+        narrow(work, mutate, tests)
+        rc = run_mutmut(work, mutants or [f"{module_of(f)}.*" for f in files])
         if rc != 0:
             raise CampaignError(
                 f"mutmut exited {rc} (clean tests failing, or no test covers the mutants): see above"
@@ -210,12 +223,11 @@ def cmd_changed(work: Path | None, tests: list[str] | None) -> int:
     globs = []
     for rel, keys in changed.items():
         have = mutated_functions(REPO / rel, rel)
-        module = rel[:-3].replace("/", ".")
-        globs += [f"{module}.{k}__mutmut_*" for k in keys if k in have]
+        globs += [f"{module_of(rel)}.{k}__mutmut_*" for k in keys if k in have]
     print(f"judge mutation: {sum(map(len, changed.values()))} changed functions, {len(globs)} with mutants")
     if not globs:
         return 0
-    rs = campaign(sorted(changed), globs, work, tests or CI_TESTS)
+    rs = campaign(sorted(changed), globs, work, tests or CI_TESTS, mutate=sorted(changed))
     print_survivors(rs)
     return 0 if all(r.status in CAUGHT for r in rs) else 1
 
@@ -294,7 +306,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"not judge files: {unknown}", file=sys.stderr)
         return 2
-    rs = campaign(files, args.mutants, args.work, args.tests)
+    with_mutants = [f for f in files if mutated_functions(REPO / f, f)]  # __init__.py has none
+    rs = campaign(with_mutants, args.mutants, args.work, args.tests)
     print_survivors(rs)
     report = args.report or (
         REPO / "docs" / "data" / f"judge-mutation-{datetime.date.today().isoformat()}" if args.all else None
