@@ -49,6 +49,10 @@ def test_probe() -> None:
 def test_an_untested_judge_function_fails_the_step_and_a_tested_one_passes(tmp_path: Path) -> None:
     """One mutmut run (~20 CPU-seconds): two new functions, one with a test that kills its mutants."""
     root = scratch_repo(tmp_path / "checkout")
+    baseline = subprocess.run(
+        [sys.executable, str(root / DRIVER), "--baseline"], cwd=root, capture_output=True
+    )
+    assert baseline.returncode == 0, baseline.stderr  # the copy's own functions: only the planted ones change
     with (root / "gates" / "tolerance.py").open("a") as f:
         f.write(PROBE)
     (root / "tests" / "test_judge_probe.py").write_text(PROBE_TEST)
