@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import os
 import re
@@ -232,33 +233,95 @@ def cmd_changed(work: Path | None, tests: list[str] | None) -> int:
     return 0 if all(r.status in CAUGHT for r in rs) else 1
 
 
-def pragma_count(files: list[str]) -> int:
-    return sum(len(re.findall(r"# pragma: no mutate", (REPO / f).read_text())) for f in files)
+def suppressed(rel: str) -> int:
+    """Mutants a file's `# pragma: no mutate` lines keep from being made (the equivalent ones)."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    text = (REPO / rel).read_text()
+    bare = re.sub(r"#\s*pragma:\s*no mutate[^\n]*", "", text)
+    made = len(mutate_file_contents(rel, text).mutant_names)
+    return len(mutate_file_contents(rel, bare).mutant_names) - made if bare != text else 0
 
 
-def write_report(rs: list[Result], files: list[str], out: Path) -> None:
+def not_run(work: Path | None, rel: str) -> int:
+    """Mutants of a file that mutmut made in `work` but has no result for (a partial campaign)."""
+    meta = work / "mutants" / f"{rel}.meta" if work else None
+    if meta is None or not meta.exists():
+        return 0
+    return sum(code is None for code in json.loads(meta.read_text())["exit_code_by_key"].values())
+
+
+def module_rows(rs: list[Result], files: list[str], work: Path | None = None) -> list[dict]:
+    """Per file: mutants judged, killed, timeout, survived, no tests, equivalent (pragma), not run, score."""
+    rows = []
+    for rel in files:
+        mine = [r for r in rs if r.module == module_of(rel)]
+        if not mine:
+            continue
+        count = Counter(r.status for r in mine)
+        caught = count["killed"] + count["timeout"]
+        rows.append(
+            {
+                "file": rel,
+                "mutants": len(mine),
+                "equivalent": suppressed(rel),
+                **{k: count[k] for k in ("killed", "timeout", "survived", "no tests")},
+                "other": len(mine) - caught - count["survived"] - count["no tests"],
+                "not run": not_run(work, rel),
+                "score": round(caught / len(mine), 4),
+            }
+        )
+    return rows
+
+
+def markdown(report: dict) -> str:
+    head = "| file | mutants | equivalent (pragma) | killed | timeout | survived | no tests | other | not run | score |"
+    lines = [
+        f"# Judge mutation campaign, {report['date']} (git {report['git_revision'][:10]})",
+        "",
+        f"Score (killed + timeout) / mutants made (equivalents are not made): **{report['score']:.1%}** "
+        f"({report['caught']} of {report['mutants']}); {report['equivalent']} equivalent mutants marked.",
+        "",
+        head,
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {r['file']} | {r['mutants']} | {r['equivalent']} | {r['killed']} | {r['timeout']} | "
+            f"{r['survived']} | {r['no tests']} | {r['other']} | {r['not run']} | {r['score']:.1%} |"
+            for r in report["modules"]
+        ),
+        "",
+        "## Not caught",
+        "",
+    ]
+    for m in report["not_caught"]:
+        lines += [f"### {m['status']}: `{m['name']}`", "", "```diff", m["diff"].strip(), "```", ""]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(rs: list[Result], files: list[str], out: Path, work: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    table = summary(rs)
     caught = sum(r.status in CAUGHT for r in rs)
+    rows = module_rows(rs, files, work)
     report = {
         "format": "xtrain-judge-mutation/1",
         "date": datetime.date.today().isoformat(),
         "git_revision": subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
         ).stdout.strip(),
-        "files": files,
+        "mutmut": importlib.metadata.version("mutmut"),
         "mutants": len(rs),
         "caught": caught,
         "score": round(caught / len(rs), 4) if rs else None,
+        "equivalent": sum(r["equivalent"] for r in rows),
         "statuses": dict(Counter(r.status for r in rs)),
-        "pragma_lines": pragma_count(files),
-        "modules": table,
+        "modules": rows,
         "not_caught": [
             {"name": r.name, "status": r.status, "diff": r.diff} for r in rs if r.status not in CAUGHT
         ],
     }
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"report: {out / 'report.json'}")
+    (out / "report.md").write_text(markdown(report))
+    print(f"report: {out / 'report.json'}, {out / 'report.md'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--all", action="store_true", help="the whole judge; writes the report and baseline")
     mode.add_argument("--changed", action="store_true", help="functions changed since the baseline (CI)")
     mode.add_argument("--files", nargs="+", help="these judge files")
+    mode.add_argument(
+        "--report-from", type=Path, help="no run: the report of the results in this work folder"
+    )
     mode.add_argument(
         "--baseline",
         action="store_true",
@@ -296,6 +362,14 @@ def write_baseline() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report_from:
+        done = [f for f in judge_files() if (args.report_from / "mutants" / f"{f}.meta").exists()]
+        rs = results(args.report_from, done)
+        print_survivors(rs)
+        write_report(
+            rs, done, args.report or REPO / "docs" / "data" / f"judge-mutation-{datetime.date.today()}"
+        )
+        return 0 if all(r.status in CAUGHT for r in rs) else 1
     if args.baseline:
         write_baseline()
         return 0
