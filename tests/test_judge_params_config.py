@@ -63,7 +63,6 @@ def refusal(call, *args) -> str:
         ("model", {"dim": 30, "n_heads": 4}, "p.yaml: model.n_heads: 4 does not divide model.dim=30 (rule: a divisor of model.dim)"),
         ("model", {"dim": 32, "n_heads": 4, "n_kv_heads": 3}, "p.yaml: model.n_kv_heads: 3 does not divide model.n_heads=4 (rule: a divisor of model.n_heads (grouped-query attention))"),
         ("model", {"dim": 12, "n_heads": 4, "n_kv_heads": 2}, "p.yaml: model.n_heads: head_dim = 12/4 is odd (rule: an even head_dim (RoPE rotates pairs))"),
-        ("train", {"seq_len": 9999}, "p.yaml: train.seq_len: 9999 exceeds model.max_seq_len=256 (rule: <= model.max_seq_len)"),
         ("train", {"global_batch": 10, "grad_accum": 4}, "p.yaml: train.grad_accum: 4 does not divide train.global_batch=10 (rule: a divisor of train.global_batch)"),
         ("train", {"min_lr": 1.0, "lr": 0.5}, "p.yaml: train.min_lr: 1.0 is above train.lr=0.5 (rule: <= train.lr)"),
         ("train", {"warmup_steps": 11, "steps": 10}, "p.yaml: train.warmup_steps: 11 is more than train.steps=10 (rule: <= train.steps)"),
@@ -74,6 +73,15 @@ def test_each_cross_field_rule_names_its_key(raw: dict, section: str, change: di
     p = merged(raw)
     p[section].update(change)
     assert refusal(check_cross_fields, p, "p.yaml") == text
+
+
+def test_a_sequence_longer_than_the_model_takes_is_refused(raw: dict) -> None:
+    p = merged(raw)
+    most = p["model"]["max_seq_len"]
+    p["train"]["seq_len"] = most + 1
+    assert refusal(check_cross_fields, p, "p.yaml") == (
+        f"p.yaml: train.seq_len: {most + 1} exceeds model.max_seq_len={most} (rule: <= model.max_seq_len)"
+    )
 
 
 def test_the_limits_of_the_cross_field_rules_are_allowed(raw: dict) -> None:
@@ -265,7 +273,11 @@ def test_params_views(raw: dict) -> None:
     assert p.launch_config() == LaunchConfig(
         la["thread"]["world"], la["proc"]["world"], la["timeout_s"], la["grad_sync"]
     )
-    assert p.scaling_config() == ScalingConfig(**p.raw["scaling"])
+    scaling = p.scaling_config()
+    assert isinstance(scaling, ScalingConfig) and scaling.worlds == p.raw["scaling"]["worlds"]
+    assert (
+        scaling.windows == p.raw["scaling"]["windows"] and scaling.launchers == p.raw["scaling"]["launchers"]
+    )
     run = p.run_config(300)
     assert run.model.vocab_size == 300 and run.seed == p["seed"] and run.train.lr == p.raw["train"]["lr"]
     assert run.model.head_dim == p.raw["model"]["dim"] // p.raw["model"]["n_heads"]

@@ -23,8 +23,17 @@ from gates.scaling import (
 )
 from judge_trees import Tree
 
+
+class FakeParams(dict):
+    """Resolved params as the gate reads them (later mains read the train section through
+    scaling_workload(): the scaling.sets of the profile applied; here none)."""
+
+    def scaling_workload(self) -> FakeParams:
+        return self
+
+
 SC = {"worlds": [1, 2], "launchers": ["thread", "proc"], "per_rank_batch": 4, "windows": 4, "max_rounds": 2}
-PARAMS = {"profile": "cpu", "scaling": SC, "train": {"seq_len": 16, "precision": "fp32"}}
+PARAMS = FakeParams(profile="cpu", scaling=SC, train={"seq_len": 16, "precision": "fp32"})
 PROFILES = {"cpu": {"floors": {"2": 1.5}, "band": 0.25, "max_spread": 0.5}}
 W1 = [100.0, 101.0, 99.0, 100.0]
 W2 = [190.0, 191.0, 189.0, 190.0]
@@ -57,7 +66,7 @@ def table(thread2: list[float] = W2, proc2: list[float] = W2) -> dict:
     }
 
 
-def judged(tmp_path: Path, s: dict, params: dict = PARAMS, profiles: dict = PROFILES):
+def judged(tmp_path: Path, s: dict, params: FakeParams = PARAMS, profiles: dict = PROFILES):
     t = Tree(tmp_path, params=params)
     (tmp_path / "bench").mkdir(parents=True, exist_ok=True)
     (tmp_path / "bench" / "scaling.json").write_text(json.dumps(s))
@@ -177,7 +186,7 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
         "launchers ['thread'], params.yaml gives ['proc', 'thread']",
         "thread: world 2 missing from the table",
     ]
-    params = copy.deepcopy(PARAMS)
+    params = FakeParams(copy.deepcopy(dict(PARAMS)))
     params["scaling"]["worlds"] = [1, 2, 4]
     s = table()
     s["worlds_requested"] = [1, 2, 4]
