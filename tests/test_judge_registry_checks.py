@@ -171,7 +171,7 @@ def test_a_pinned_folder_equal_to_its_pin_counts_four_files(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    ("name", "key"), zip(PINNED_FILES, ("model_md5", "state_md5", "tokenizer_md5"), strict=True)
+    ("name", "key"), list(zip(PINNED_FILES, ("model_md5", "state_md5", "tokenizer_md5"), strict=True))
 )
 def test_a_pinned_file_that_differs_or_is_gone_is_named_with_its_key(
     tmp_path: Path, name: str, key: str
