@@ -222,3 +222,48 @@ def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Pa
     subprocess.run([*git, "add", "project/dvc.lock"], check=True)
     subprocess.run([*git, "commit", "-qm", "sub"], check=True)
     assert _committed_stages(sub) == {"inner"}  # ./dvc.lock beside dvc.yaml, not the repository root's
+
+
+def test_the_dir_hash_does_not_depend_on_key_order() -> None:
+    listing = [{"relpath": "a.txt", "md5": A_MD5}, {"relpath": "sub/b.txt", "md5": B_MD5}]
+    assert dir_md5(listing) == DIR_MD5
+
+
+def test_read_names_the_missing_or_broken_lock(tmp_path: Path) -> None:
+    with pytest.raises(LockError) as e:
+        DvcLock.read(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path / 'dvc.lock'}: missing: without it no artifact can be checked against what dvc repro wrote "
+        "(git checkout dvc.lock, or dvc repro)"
+    )
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "dvc.lock").write_text("stages: [\n")
+    with pytest.raises(LockError, match=rf"^{tmp_path / 'dvc.lock'}: not valid YAML: "):
+        DvcLock.read(tmp_path)
+
+
+def test_outs_ending_in_a_slash_or_an_x_and_entries_without_path_or_md5() -> None:
+    lock = lock_of(
+        Path("."),
+        {
+            "s": {
+                "outs": [
+                    {"path": "data/X", "md5": "m1"},
+                    {"path": "runs/t/", "md5": "m2"},
+                    {"md5": "m3"},
+                    {"path": "f"},
+                ]
+            }
+        },
+        {"s": ["data/X", "runs/t/"]},
+    )
+    assert lock.pipeline_out("data/X/y") == ("s", "data/X") and lock.pipeline_out("data/Z") is None
+    assert lock.out("data/X/y") == ("data/X", "m1") and lock.out("runs/t/a") == ("runs/t/", "m2")
+    assert lock.out("XXXX/a") is None and lock.out("f") == ("f", "")
+
+
+def test_a_folder_listing_hashes_through_the_locks_cache(tmp_path: Path) -> None:
+    folder(tmp_path)
+    lock = lock_of(tmp_path, {})
+    assert lock.listing("d") == dir_listing(tmp_path / "d")
+    assert lock._md5 == {"d/a.txt": A_MD5, "d/sub/b.txt": B_MD5} and lock.listing("d") is lock.listing("d")
