@@ -32,6 +32,7 @@ from registry.store import Registry, RegistryError, seal, write_once
 def error(call, *args) -> str:
     with pytest.raises(ValidationError) as e:
         call(*args)
+    assert isinstance(e.value.key, str)  # "" where the file itself is the problem, never None
     return str(e.value)
 
 
@@ -268,3 +269,23 @@ def test_validate_everything_checks_the_index_first(tmp_path: Path) -> None:
     (reg.pinned_dir("tiny") / "state.json").unlink()
     with pytest.raises(index.IndexProblem, match=r"state\.json: missing: registry/index\.json lists it"):
         validate_everything(Registry(reg.root))
+
+
+def test_validate_everything_counts_every_kind(tmp_path: Path) -> None:
+    from conftest import REPO
+    from judge_trees import bless, make_golden
+
+    reg = make_registry(tmp_path / "registry")
+    bless(reg, "tiny", {"a": "1" * 32}, "fp32", "c" * 32)
+    bless(reg, "tiny", {"a": "2" * 32}, "bf16", "c" * 32)
+    make_golden(reg, "cpu-a")
+    env = "cpu-x86-64-amd-epyc-avx512-0e5b3315-torch2.13.0+cpu-t2"
+    baseline = reg.root / "baselines" / env / "v1.json"
+    write_once(baseline, json.loads((REPO / "registry" / "baselines" / env / "v1.json").read_text()))
+    index.record(reg.root, [baseline])
+    assert validate_everything(Registry(reg.root)) == 2 + 1 + 1 + 4
+    (reg.root / "baselines" / env / "notes.txt").write_text("x")
+    index.record(reg.root, [reg.root / "baselines" / env / "notes.txt"])
+    assert error(validate_everything, Registry(reg.root)) == (
+        f"{reg.root / 'baselines' / env / 'notes.txt'}: unknown file in the registry (rule: only v1.json)"
+    )
