@@ -302,3 +302,117 @@ def test_every_sealed_file_is_hashed_once_and_kept_for_the_gates(tmp_path: Path,
     lk = sealed_tree(tmp_path)
     seals(Artifacts(tmp_path, lk, scope=scope))
     assert set(lk._md5) == {"d/a.txt", "d/sub/b.txt", "f.txt"}
+
+
+# -- what the fast pass left: entries without path or md5, scope edges, the first eight --------------------
+
+
+def test_entries_without_path_or_md5_are_sealed_as_empty(tmp_path: Path) -> None:
+    stages = {"a": {"outs": [{"md5": "m1"}]}, "b": {"deps": [{"md5": "x"}], "outs": [{"path": "o.txt"}]}}
+    lk = lock(tmp_path, stages)
+    assert upstream(lk, {"b"}) == {"a", "b"}  # a dep without a path is held to the out without one
+    assert sealed_paths(lk, ["a", "b"]) == [("", "m1"), ("o.txt", "")]
+    (tmp_path / "o.txt").write_text("o")
+    o = seals(Artifacts(tmp_path, lk))
+    assert o.status == "error" and o.message.startswith(
+        f": missing, dvc.lock recorded md5 m1; o.txt: md5 {md5_file(tmp_path / 'o.txt')}, dvc.lock recorded : "
+    )
+    deps = {"c": {"deps": [{"md5": "f.dir"}, {"path": "z.py"}]}}
+    assert sealed_paths(lock(tmp_path, deps), ["c"]) == [("", "f.dir")]
+    assert [(s, c.name, c.expected) for s, c in dep_checks(lock(tmp_path, deps), ["c"])] == [
+        ("c", "z.py", "")
+    ]
+
+
+def test_only_folder_deps_no_stage_makes_are_sealed_paths() -> None:
+    stages = {
+        "tok": {"outs": [{"path": "data/tok", "md5": "t.dir"}]},
+        "use": {"deps": [{"path": "data/tok", "md5": "t.dir"}, {"path": "code.py", "md5": "c"}]},
+    }
+    assert sealed_paths(lock(Path("."), stages), ["use"]) == []
+
+
+def test_every_file_dep_is_checked_after_one_that_is_not(tmp_path: Path) -> None:
+    stages = {"s": {"deps": [{"path": "folder", "md5": "f.dir"}, {"path": "registry/index.json", "md5": "i"},
+                             {"path": "gone.py", "md5": "g"}]}}  # fmt: skip
+    assert stale_deps(lock(tmp_path, stages), ["s"]) == [
+        ("s", "dep gone.py md5 (missing), dvc.lock recorded g")
+    ]
+
+
+def test_leaf_diffs_of_keys_of_any_type() -> None:
+    assert leaf_diffs("k", {1: "a", "b": 2}, {1: "b", "b": 2}) == [("k.1", "a", "b")]
+
+
+def test_exactly_eight_problems_are_all_named(tmp_path: Path) -> None:
+    outs = [{"path": f"x{i}.txt", "md5": "m"} for i in range(8)]
+    o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {})))
+    assert o.measured == 8 and "more)" not in o.message
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({f"k{i}": 0 for i in range(8)}))
+    st = {"s": {"params": {"params.yaml": {f"k{i}": 1 for i in range(8)}}}}
+    assert "more)" not in stale(lock(tmp_path, st), ["s"]).message
+
+
+def test_every_gap_of_a_partial_lock_is_named(tmp_path: Path) -> None:
+    lk = sealed_tree(tmp_path)
+    lk.pipeline.update(later=[], other=[])
+    o = seals(Artifacts(tmp_path, lk))
+    assert o.measured == 2 and o.message == (
+        "dvc.lock is partial: stage later has no entry (dvc repro later); stage other has no entry (dvc repro "
+        "other) (restore it: git checkout dvc.lock)"
+    )
+
+
+def test_prefetch_hashes_every_sealed_file_ahead(tmp_path: Path) -> None:
+    from gates.seals import prefetch
+
+    folder(tmp_path)
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "c.txt").write_text("c\n")
+    (tmp_path / "f.txt").write_text("f\n")
+    lk = lock(tmp_path, {})
+    prefetch(lk, [("d", "x.dir"), ("e", "y.dir"), ("f.txt", "m"), ("gone", "z")])
+    assert set(lk._md5) == {"d/a.txt", "d/sub/b.txt", "e/c.txt", "f.txt"}
+    assert lk._md5["d/a.txt"] == md5_file(tmp_path / "d" / "a.txt")
+
+
+def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) -> None:
+    from gates.seals import seals_picture
+
+    lk = sealed_tree(tmp_path)
+    dmd5 = lk.stages["make"]["outs"][0]["md5"]
+    fmd5 = lk.stages["make"]["outs"][1]["md5"]
+    lk.stages["make"]["outs"].append({"path": "gone", "md5": "g.dir"})
+    lk.stages["make"]["outs"].append({"path": "gone.txt", "md5": "g"})
+    (tmp_path / "code.py").write_text("x\n")
+    lk.stages["make"]["deps"] = [
+        {"path": "code.py", "md5": "c"},
+        {"path": "same.py", "md5": md5_file(tmp_path / "f.txt")},
+    ]
+    (tmp_path / "same.py").write_text("f\n")
+    pic = seals_picture(Artifacts(tmp_path, lk), {})
+
+    def row(name: str, expected: str, actual: str | None) -> str:
+        ok = expected == actual
+        return (f"<tr class='{'ok' if ok else 'bad'}'><td>{name}</td><td><code>{expected}</code></td>"
+                f"<td><code>{actual or '(absent)'}</code></td><td>{'equal' if ok else 'DIFFERS'}</td></tr>")  # fmt: skip
+
+    rows = [
+        row("d/ (2 files)", dmd5, dmd5),
+        row("f.txt", fmd5, fmd5),
+        row("gone/ (0 files)", "g.dir", None),
+        row("gone.txt", "g", None),
+        row("code.py (dep)", "c", md5_file(tmp_path / "code.py")),
+    ]
+    assert pic.html == (
+        "<table class='files'><tr><th>file</th><th>dvc.lock md5</th><th>actual md5</th><th></th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    assert pic.caption == (
+        "Every out of dvc.lock (a folder by DVC's .dir hash of its files), every folder dep such as "
+        "registry/models, and each file dep (code, schema) that changed since dvc repro, hashed now. "
+        "Pass: every row equal, no stage or out missing from dvc.lock, no params value changed."
+    )
+    scoped = seals_picture(Artifacts(tmp_path, lk, scope=["nothing"]), {})
+    assert "<tr" not in scoped.html.replace("<tr><th>", "")
