@@ -216,6 +216,17 @@ def print_survivors(rs: list[Result]) -> None:
     print(f"\n{caught}/{len(rs)} mutants caught, {len(bad)} not: " + ", ".join(r.name for r in bad[:20]))
 
 
+def merged_results(works: list[Path]) -> list[Result]:
+    """Every mutant's result over several work folders of the same source: caught in any is caught."""
+    best: dict[str, Result] = {}
+    for work in works:
+        done = [f for f in judge_files() if (work / "mutants" / f"{f}.meta").exists()]
+        for r in results(work, done):
+            if r.name not in best or (r.status in CAUGHT and best[r.name].status not in CAUGHT):
+                best[r.name] = r
+    return list(best.values())
+
+
 def cmd_changed(work: Path | None, tests: list[str] | None) -> int:
     changed = changed_functions()
     if not changed:
@@ -331,7 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--changed", action="store_true", help="functions changed since the baseline (CI)")
     mode.add_argument("--files", nargs="+", help="these judge files")
     mode.add_argument(
-        "--report-from", type=Path, help="no run: the report of the results in this work folder"
+        "--report-from",
+        type=Path,
+        nargs="+",
+        help="no run: the report of the results in these work folders (a mutant caught in any is caught: "
+        "a unit-test pass, then a pass of its survivors with the tree tests; the same source in each)",
     )
     mode.add_argument(
         "--baseline",
@@ -363,12 +378,11 @@ def write_baseline() -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.report_from:
-        done = [f for f in judge_files() if (args.report_from / "mutants" / f"{f}.meta").exists()]
-        rs = results(args.report_from, done)
+        rs = merged_results(args.report_from)
         print_survivors(rs)
-        write_report(
-            rs, done, args.report or REPO / "docs" / "data" / f"judge-mutation-{datetime.date.today()}"
-        )
+        done = sorted({f for f in judge_files() if any(r.module == module_of(f) for r in rs)})
+        out = args.report or REPO / "docs" / "data" / f"judge-mutation-{datetime.date.today()}"
+        write_report(rs, done, out, args.report_from[0])
         return 0 if all(r.status in CAUGHT for r in rs) else 1
     if args.baseline:
         write_baseline()
