@@ -51,6 +51,7 @@ def run(steps: int = 4, world: int = 1, **changes) -> dict:
         },
         "eval": [{"step": 0, "loss": 4.5}, {"step": 2, "loss": 3.5}, {"step": steps, "loss": 2.0}],
         "final_val_loss": 2.0,
+        "eval_mode_steps": [],
     }
     m.update(changes)
     return m
@@ -400,4 +401,84 @@ def test_every_failing_check_is_named_with_the_files_to_compare() -> None:
     assert "; end: final val 2.50000 vs thread 2.00000" in o.message and "first step:" not in o.message
     assert o.message.endswith(
         ". Next: see docs/ddp-gate.md; compare runs/thread/loss.csv with runs/proc/loss.csv"
+    )
+
+
+# -- the gate entries: which records they compare, refusals and train mode first ----------------------
+
+
+@pytest.fixture()
+def records(monkeypatch):
+    """loss_match / launcher_parity over these records (run_metrics replaced: the reading is gates/artifacts.py's)."""
+    from gates import ddp
+
+    def use(runs: dict, refused=None):
+        seen = []
+        monkeypatch.setattr(ddp, "run_metrics", lambda a, run: runs[run])
+        monkeypatch.setattr(
+            ddp, "refuse", lambda a, pairs, threshold: seen.append((pairs, threshold)) or refused
+        )
+        return seen
+
+    return use
+
+
+def test_loss_match_compares_the_launcher_with_single(records) -> None:
+    from gates.ddp import loss_match
+
+    s = run()
+    seen = records({"single": s, "thread": twin(s)})
+    o = loss_match(None, "thread", LOSS_MATCH)
+    assert o.status == "pass" and o.message.startswith(
+        "world 2 vs 1: 4 steps consumed exactly the single rows"
+    )
+    assert seen == [([("single", s), ("thread", twin(s))], 1e-3)]
+    d = twin(s, eval_mode_steps=[1])
+    records({"single": s, "thread": d})
+    o = loss_match(None, "thread", LOSS_MATCH)
+    assert o.status == "fail" and o.message.startswith("model in eval mode at training steps 1 on thread")
+    assert "The comparison itself: pass: world 2 vs 1" in o.message
+
+
+def test_a_refused_pair_is_the_verdict(records) -> None:
+    from gates.ddp import launcher_parity, loss_match
+    from gates.outcome import failed
+
+    no = failed(None, 1e-3, "not what params.yaml describes")
+    records({"single": run(), "thread": twin(run()), "proc": twin(run())}, refused=no)
+    assert loss_match(None, "thread", LOSS_MATCH) is no and launcher_parity(None, LOSS_MATCH, 5e-4) is no
+
+
+def test_launcher_parity_judges_proc_against_thread_with_its_own_bound(records) -> None:
+    from gates.ddp import launcher_parity
+
+    thread = run(world=2, eval_mode_steps=[])
+    proc = twin(thread)
+    proc["train_loss"][2] = 3.0 * (1 + 7e-4)
+    seen = records({"thread": thread, "proc": proc})
+    o = launcher_parity(None, LOSS_MATCH, 5e-4)
+    assert o.status == "fail" and "prefix: first step over 0.0005: step 2 (thread 3, proc 3.0021" in o.message
+    assert o.message.startswith("world 2 vs 2: ") and seen == [([("thread", thread), ("proc", proc)], 5e-4)]
+    assert o.threshold == tier_for({**LOSS_MATCH, "max_rel": 5e-4}, "cpu").describe(4)
+    assert launcher_parity(None, LOSS_MATCH, 1e-3).status == "pass"
+    proc["eval_mode_steps"] = [0]
+    assert launcher_parity(None, LOSS_MATCH, 1e-3).message.startswith(
+        "model in eval mode at training steps 0 on proc"
+    )
+
+
+def test_the_gate_units() -> None:
+    from gates.ddp import LAUNCHER_PARITY, loss_match_gate
+
+    g = loss_match_gate("proc")
+    assert g.id == "loss_match.proc" and g.takes == ("loss_match",)
+    assert g.threshold({"loss_match": LOSS_MATCH}) == describe_tiers(LOSS_MATCH)
+    assert "runs/single/loss.csv, runs/proc/loss.csv" in g.investigate
+    assert LAUNCHER_PARITY.id == "launcher_parity" and LAUNCHER_PARITY.takes == (
+        "loss_match",
+        "launcher_parity",
+    )
+    t = {"loss_match": LOSS_MATCH, "launcher_parity": {"max_rel": 5e-4}}
+    assert LAUNCHER_PARITY.threshold(t) == "as loss_match, thread as the reference: " + describe_tiers(
+        {**LOSS_MATCH, "max_rel": 5e-4}
     )
