@@ -90,3 +90,36 @@ def test_every_problem_is_in_the_failure() -> None:
     )
     o = judge(probes(diff=1.0))
     assert o.status == "fail" and o.message.endswith("Attention._attention_with_dropout)")
+
+
+class Reader:
+    """What model_probes reads of the Artifacts: one validated JSON file."""
+
+    def __init__(self, data: dict) -> None:
+        self.data, self.asked = data, []
+
+    def json(self, rel: str, schema: str, stage: str, refuse_non_finite: bool = True) -> dict:
+        self.asked.append((rel, schema, stage, refuse_non_finite))
+        return self.data
+
+
+def test_the_gate_reads_runs_probes_json_and_its_picture_shows_each_probe() -> None:
+    from gates.probes import GATE, model_probes, model_probes_picture
+
+    a = Reader(probes(diff=3e-6))
+    assert model_probes(a).status == "pass" and a.asked == [
+        ("runs/probes.json", "probes.schema.json", "probes", True)
+    ]
+    pic = model_probes_picture(a, {})
+    assert a.asked[-1] == ("runs/probes.json", "probes.schema.json", "probes", False)
+    assert pic.html == (
+        "<table class='files'><tr><th>probe</th><th>measured</th><th>pass</th></tr>"
+        "<tr><td>attention-dropout path at p=0 vs SDPA: max |diff|</td><td>3e-06</td><td>&lt;= 2.1e-05</td></tr>"
+        "<tr><td>dropout(ones) mean, z</td><td>0</td><td>&lt; 5 (fail &gt; 8)</td></tr>"
+        "<tr><td>dropout(ones) dropped count, z</td><td>0</td><td>&lt; 5 (fail &gt; 8)</td></tr></table>"
+    )
+    assert pic.caption == (
+        "Raw numbers of runs/probes.json (4 heads, 2 kv heads; dropout p=0.1 on 10000 ones). Pass: every row "
+        "within its bound."
+    )
+    assert GATE.id == "model_probes" and GATE.threshold({}) == THRESHOLD and GATE.run(a, {}).status == "pass"
