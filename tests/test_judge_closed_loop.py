@@ -135,3 +135,92 @@ def test_the_report_must_cover_the_export_as_it_is_now() -> None:
         "or find what rewrote the export"
     ]
     assert judge_files(report(files, "bf16"), manifest, files) == ["report dtype bf16, export dtype fp32"]
+
+
+# -- the gate over a whole report ------------------------------------------------------------------------
+
+
+class Reader:
+    """What closed_loop reads: the report, the export's manifest and files, the resolved params."""
+
+    def __init__(self, report: dict, dtype: str = "fp32") -> None:
+        self.report = report
+        self.manifest = {"dtype": dtype, "files": {"a": {}, "b": {}}}
+        self.files = {"a": "1", "b": "2"}
+        self.params = {"closed_loop": {"logits_atol_fp32": 1e-4, "logits_atol_bf16": 1e-2}}
+
+    def json(self, rel: str, schema: str, stage: str) -> dict:
+        return {"reports/closed_loop.json": self.report, "exports/fresh/manifest.json": self.manifest}[rel]
+
+    def folder(self, rel: str, stage: str, exclude: tuple = ()) -> dict:
+        assert (rel, stage, exclude) == ("exports/fresh", "export", ("manifest.json",))
+        return self.files
+
+
+def full_report(hf_diff: float = 2e-6, ort_diff: float = 3e-6, **changes) -> dict:
+    r = {
+        "prompts": 2,
+        "new_tokens": 3,
+        "dtype": "fp32",
+        "passed": True,
+        "failures": [],
+        "export_files": {"a": "1", "b": "2"},
+        "engines": {
+            "transformers": {"version": "4.51", "check": hf_check(diff=hf_diff), "negative_control": {"logits_max_abs_diff": 0.5, "perturbed_tensor": "w"}},
+            "onnxruntime": {"version": "1.20", "check": check(diff=ort_diff), "negative_control": {"logits_max_abs_diff": 0.7, "perturbed_tensor": "w"}},
+        },
+    }  # fmt: skip
+    r.update(changes)
+    return r
+
+
+def test_a_report_that_holds_passes_naming_each_engine() -> None:
+    from gates.closed_loop import closed_loop
+
+    o = closed_loop(Reader(full_report()))
+    assert (o.status, o.measured) == ("pass", 3e-6)
+    assert o.threshold == "transformers < 0.0001, onnxruntime < 0.0001, tokens equal"
+    assert o.message == (
+        "transformers 4.51 reproduces logits (max abs diff 2e-06) and 6 greedy tokens, control caught (diff 0.5); "
+        "onnxruntime 1.20 reproduces logits (max abs diff 3e-06) and 6 greedy tokens, control caught (diff 0.7)"
+    )
+
+
+def test_transformers_runs_in_the_exports_dtype_and_onnxruntime_in_fp32() -> None:
+    from gates.closed_loop import closed_loop
+
+    r = full_report(hf_diff=5e-3, ort_diff=5e-5, dtype="bf16")
+    o = closed_loop(Reader(r, dtype="bf16"))
+    assert o.status == "pass" and o.threshold == "transformers < 0.01, onnxruntime < 0.0001, tokens equal"
+    o = closed_loop(Reader(full_report(hf_diff=5e-3)))
+    assert o.status == "fail" and o.message.startswith(
+        "transformers: logits max abs diff 0.005 >= 0.0001. Next: "
+    )
+
+
+def test_the_producers_word_is_never_trusted_but_its_failure_counts() -> None:
+    from gates.closed_loop import closed_loop
+
+    o = closed_loop(Reader(full_report(passed=False, failures=["a", "b"])))
+    assert o.status == "fail" and o.message == (
+        "the producer reported: a; b. Next: reports/closed_loop.json engines.*.check.samples (first_mismatch, "
+        "per-prompt diffs), and config.json vs the model config"
+    )
+    r = full_report()
+    r["engines"]["onnxruntime"]["negative_control"]["logits_max_abs_diff"] = 1e-5
+    o = closed_loop(Reader(r))
+    assert (
+        o.status == "fail"
+        and "onnxruntime: the negative control (perturbed w) moved the logits by 1e-05" in o.message
+    )
+    r = full_report()
+    r["engines"]["transformers"]["check"]["logits_max_abs_diff"] = math.nan
+    o = closed_loop(Reader(r))
+    assert (
+        o.status == "fail" and math.isnan(o.measured)
+        if isinstance(o.measured, float)
+        else o.measured == "nan"
+    )
+    reader = Reader(full_report())
+    reader.files = {"a": "1", "b": "9"}
+    assert "exports/fresh changed since the closed loop verified it (b)" in closed_loop(reader).message
