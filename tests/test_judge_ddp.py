@@ -228,9 +228,8 @@ def test_any_other_first_step_difference_points_at_the_reduction(
     hint = (
         ". the gradient reduction, the sharding or dropout changed"  # main after a32e5d3 names no hint here
     )
-    assert c.detail.endswith(hint) or (
-        "gradient reduction" not in c.detail and "whole multiple" not in c.detail
-    )
+    low = c.detail.lower()
+    assert c.detail.endswith(hint) or ("gradient reduction" not in low and "whole multiple" not in low)
     assert "val_loss@0 rel 0" in c.detail
 
 
@@ -482,3 +481,40 @@ def test_the_gate_units() -> None:
     assert LAUNCHER_PARITY.threshold(t) == "as loss_match, thread as the reference: " + describe_tiers(
         {**LOSS_MATCH, "max_rel": 5e-4}
     )
+
+
+def test_parity_names_thread_as_the_reference_everywhere() -> None:
+    thread = run(world=2)
+    o = equivalence(thread, twin(thread), "proc", LOSS_MATCH, ref="thread")
+    assert o.status == "pass" and o.message.startswith(
+        "world 2 vs 2: 4 steps consumed exactly the thread rows; 4 steps drew the same masks as thread; "
+    )
+    assert o.message.endswith("final val 2.00000 vs thread 2.00000 (diff +0.00e+00, tolerance 0.01)")
+    o = equivalence(thread, twin(thread, world=4), "proc", LOSS_MATCH, ref="thread")
+    assert (o.status, o.message) == (
+        "fail",
+        "runs/proc ran at world 4, runs/thread at world 2: set one world",
+    )
+    d = twin(thread)
+    d["grad_norm"][0] = 9.0
+    o = equivalence(thread, d, "proc", LOSS_MATCH, ref="thread")
+    assert (
+        "first step: step 0 differs beyond summation order (rel <= 1e-05): grad_norm[0] 9 vs thread 2"
+        in o.message
+    )
+    assert o.threshold == tier_for(LOSS_MATCH, "cpu").describe(4)
+
+
+def test_the_cuda_tier_judges_only_its_prefix() -> None:
+    s = run(device="cuda")
+    d = twin(s)
+    d["train_loss"][3] = 2.5 * 1.01  # after the cuda tier's 3-step prefix
+    o = equivalence(s, d, "thread", LOSS_MATCH)
+    assert o.status == "pass" and "over 3 of 4 steps and 2 evals" in o.message
+
+
+def test_the_prefix_names_single_by_default() -> None:
+    d = twin(run())
+    d["train_loss"][1] = 3.5 * 1.02
+    c, _ = check_prefix(run(), d, None, Approx.relative(1e-3), "thread")
+    assert c.detail.startswith("first step over 0.001: step 1 (single 3.5, thread 3.57, rel 0.02)")
