@@ -177,7 +177,13 @@ class Params:
         return LaunchConfig(la["thread"]["world"], la["proc"]["world"], la["timeout_s"], la["grad_sync"])
 
     def scaling_config(self) -> ScalingConfig:
-        return ScalingConfig(**self.raw["scaling"])
+        return ScalingConfig(**{k: v for k, v in self.raw["scaling"].items() if k != "sets"})
+
+    def scaling_workload(self) -> Params:
+        """The params the scaling benchmark trains with: scaling.sets.<profile> on top. The gated runs
+        are sized by the gates' power; a speedup needs steps long enough to hide a step's fixed costs."""
+        sets = self.raw["scaling"].get("sets", {}).get(self.raw["profile"], [])
+        return resolve(self.raw, f"{self.source} (scaling.sets.{self.raw['profile']})", sets) if sets else self
 
     def run_config(self, vocab_size: int) -> RunConfig:
         """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""

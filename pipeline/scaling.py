@@ -79,7 +79,7 @@ def rank_main(argv: list[str]) -> int:
     ap.add_argument("--worlds", type=worlds_list, default=[1], help="comma-separated; proc: its one world")
     ap.add_argument("--result", required=True)
     args = ap.parse_args(argv)
-    params = stage.params_of(args)
+    params = stage.params_of(args).scaling_workload()
     spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
     measure_rank(
         spec,
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> None:
-        params = stage.params_of(args)
+        params = stage.params_of(args).scaling_workload()
         run = params.run_config(load_tokenizer(args.tokenizer).get_vocab_size())
         sc, launch = params.scaling_config(), params.launch_config()
         measured = measure_worlds(
