@@ -1,0 +1,39 @@
+"""Stage `env`: this machine's environment facts -> runs/env.json (xtrain/core/env.py machine_record).
+
+python -m pipeline.env [--set k=v] [--out runs/env.json]
+
+The stage is `always_changed` in dvc.yaml: it runs on every `dvc repro` and rewrites the file only
+when the machine differs. Every stage whose bits depend on the machine (the trainings, the probes,
+the pilot, the scaling benchmark) depends on runs/env.json, so a run restored from a shared run cache
+always comes from this environment (docs/run-cache.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from contracts.artifact_table import write
+from pipeline import stage
+from xtrain.core.determinism import threads_per_rank
+from xtrain.core.env import machine_record
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = stage.parser(__doc__ or "")
+    ap.prog = "python -m pipeline.env"
+    ap.add_argument("--out", default="runs/env.json")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+
+    def body() -> None:
+        t = stage.params_of(args)["train"]
+        device = torch.device("cuda:0" if t["device"] == "cuda" else "cpu")
+        record = machine_record(device, threads_per_rank(t["cpu_threads"], 1), t["precision"])
+        write("env", args.out, record)
+
+    return stage.run(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
