@@ -18,6 +18,7 @@ from gates import (
     perf,
     pilot,
     probes,
+    provenance,
     scaling,
     seals,
     training,
@@ -31,6 +32,7 @@ SEALS = seals.GATE
 GATES: list[Gate] = [
     SEALS,
     consistency.GATE,
+    provenance.GATE,
     ddp.loss_match_gate("thread"),
     ddp.loss_match_gate("proc"),
     ddp.LAUNCHER_PARITY,

@@ -1,0 +1,130 @@
+"""The main job's pipeline step: DVC's run cache shared through a remote, `dvc repro`, and what was reused.
+
+python -m pipeline.repro [TARGET ...]   # dvc pull --run-cache, dvc repro --pull, reports/repro.json
+python -m pipeline.repro push           # dvc push --run-cache (ci/main.sh: only after the gates pass)
+
+DVC keys a stage's run by its command, deps and params; a stage seen before, here or by anyone who
+pushed to the same remote, is restored instead of run. runs/env.json keeps that to one environment;
+train_single's outputs are never cached, so fresh_train always judges a run trained on this machine
+(docs/run-cache.md). reports/repro.json says per stage whether it ran here, was restored from the run
+cache or was already up to date; the gates report it and cross-check it (gates/provenance.py).
+Without a default remote (`dvc remote default`), nothing is pulled or pushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from contracts.artifact_table import write
+
+OUT = "reports/repro.json"
+FORMAT = "xtrain-repro/1"
+# DVC's own words for what it did with a stage (dvc/stage/run.py, stage/cache.py, stage/__init__.py)
+HOW = (
+    (re.compile(r"^Running stage '([^']+)':$"), "ran"),
+    (re.compile(r"^Stage '([^']+)' is cached - skipping run, checking out outputs$"), "restored"),
+    (re.compile(r"^Stage '([^']+)' didn't change, skipping$"), "unchanged"),
+)
+
+
+def dvc(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dvc", *args]
+
+
+def default_remote() -> str | None:
+    """The default remote's URL, or None when the checkout has none."""
+    name = subprocess.run(dvc("remote", "default"), capture_output=True, text=True).stdout.strip()
+    if not name:
+        return None
+    got = subprocess.run(dvc("remote", "list"), capture_output=True, text=True).stdout
+    urls = {f[0]: f[1] for f in (line.split() for line in got.splitlines()) if len(f) >= 2}
+    return urls.get(name, name)
+
+
+def stage_of(line: str) -> tuple[str, str] | None:
+    """(stage, how) when the line is DVC saying what it did with a stage."""
+    for pattern, how in HOW:
+        m = pattern.match(line.strip())
+        if m:
+            return m.group(1), how
+    return None
+
+
+def repro(targets: list[str]) -> tuple[int, dict[str, str]]:
+    """`dvc repro --pull`, its output passed through; each stage's fate as DVC printed it."""
+    stages: dict[str, str] = {}
+    proc = subprocess.Popen(
+        dvc("repro", "--pull", *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        seen = stage_of(line)
+        if seen:
+            stages[seen[0]] = seen[1]
+    return proc.wait(), stages
+
+
+def run(targets: list[str], pull: bool, out: Path) -> int:
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
+    remote = default_remote()
+    pulled = False
+    if pull and remote:
+        print(f"repro: pulling the run cache from {remote}", flush=True)
+        pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
+        if not pulled:
+            print(f"repro: warning: dvc pull --run-cache from {remote} failed: every stage runs here")
+    code, stages = repro(targets)
+    record: dict[str, Any] = {
+        "format": FORMAT,
+        "started_at": started,
+        "wall_s": round(time.monotonic() - t0, 3),
+        "remote": remote,
+        "pulled": pulled,
+        "targets": targets,
+        "exit_code": code,
+        "stages": stages,
+    }
+    write("repro", out, record)
+    counts = {how: sum(v == how for v in stages.values()) for _, how in HOW}
+    print(
+        f"repro: {counts['ran']} ran here, {counts['restored']} restored from the run cache, "
+        f"{counts['unchanged']} up to date; {out}"
+    )
+    return code
+
+
+def push() -> int:
+    remote = default_remote()
+    if not remote:
+        print("repro push: no default DVC remote: nothing shared (docs/run-cache.md)")
+        return 0
+    print(f"repro push: dvc push --run-cache to {remote}", flush=True)
+    return subprocess.run(dvc("push", "--run-cache", "-q")).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["push"]:
+        return push()
+    ap = argparse.ArgumentParser(
+        prog="python -m pipeline.repro",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("targets", nargs="*", help="dvc repro targets (default: the whole pipeline)")
+    ap.add_argument("--no-pull", action="store_true", help="do not pull the run cache first")
+    ap.add_argument("--out", default=OUT, help=f"the record of what was reused (default {OUT})")
+    args = ap.parse_args(argv)
+    return run(args.targets, not args.no_pull, Path(args.out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
