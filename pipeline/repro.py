@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts.artifact_table import write
+from params.config import load_params
+from pipeline.schedule import Plan, print_line, run_plan
 
 OUT = "reports/repro.json"
 FORMAT = "xtrain-repro/1"
@@ -56,9 +58,11 @@ def stage_of(line: str) -> tuple[str, str] | None:
     return None
 
 
-def repro(targets: list[str]) -> tuple[int, dict[str, str]]:
-    """`dvc repro --pull`, its output passed through; each stage's fate as DVC printed it."""
+def repro(targets: list[str]) -> tuple[int, dict[str, str], dict[str, dict[str, float]]]:
+    """`dvc repro --pull`, its output passed through; each stage's fate as DVC printed it, and when."""
     stages: dict[str, str] = {}
+    times: dict[str, dict[str, float]] = {}
+    t0 = time.monotonic()
     proc = subprocess.Popen(
         dvc("repro", "--pull", *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -69,10 +73,69 @@ def repro(targets: list[str]) -> tuple[int, dict[str, str]]:
         seen = stage_of(line)
         if seen:
             stages[seen[0]] = seen[1]
-    return proc.wait(), stages
+            close_last(times, time.monotonic() - t0)
+            times[seen[0]] = {"start_s": round(time.monotonic() - t0, 2)}
+    code = proc.wait()
+    close_last(times, time.monotonic() - t0)
+    return code, stages, times
 
 
-def run(targets: list[str], pull: bool, out: Path) -> int:
+def close_last(times: dict[str, dict[str, float]], now: float) -> None:
+    """The stage DVC reported last ends where the next begins (serial repro)."""
+    for t in times.values():
+        t.setdefault("wall_s", round(now - t["start_s"], 2))
+
+
+def repro_parallel(targets: list[str], jobs: int, exclusive: set[str]) -> tuple[int, dict[str, str], dict]:
+    """Independent stages side by side (pipeline/schedule.py), each its own `dvc repro -s`."""
+    stages: dict[str, str] = {}
+
+    def start(stage: str) -> subprocess.Popen[str]:
+        cmd = dvc("--wait-for-lock", "repro", "--pull", "-s", stage)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def on_line(stage: str, line: str) -> None:
+        print_line(stage, line)
+        seen = stage_of(line)
+        if seen:
+            stages[seen[0]] = seen[1]
+
+    plan = Plan(upstream_graph(targets), jobs, exclusive)
+    done = run_plan(plan, start, on_line)
+    code = next((d["exit_code"] for d in done.values() if d["exit_code"]), 0)
+    if len(done) < len(plan.upstream) and not code:
+        code = 1
+    times = {s: {"start_s": d["start_s"], "wall_s": d["wall_s"]} for s, d in done.items()}
+    return code, stages, times
+
+
+def timed_stages(params_path: str) -> set[str]:
+    """Stages that measure time run alone: the scaling benchmark, and on CUDA the trainings, whose
+    windows perf.throughput judges."""
+    device = load_params(params_path)["train"]["device"]
+    return {"scaling"} | ({"train_single", "train@thread", "train@proc"} if device == "cuda" else set())
+
+
+def upstream_graph(targets: list[str]) -> dict[str, set[str]]:
+    """Each stage (of `targets` and everything they need; all stages without targets) -> the stages
+    whose outputs it reads, from DVC's own graph of dvc.yaml."""
+    from dvc.repo import Repo
+
+    with Repo(".") as repo:
+        graph = repo.index.graph
+        ups = {s.addressing: {d.addressing for d in graph.successors(s)} for s in graph.nodes}
+    if not targets:
+        return ups
+    wanted, todo = set(), [t for t in targets if t in ups] or list(ups)
+    while todo:
+        stage = todo.pop()
+        if stage not in wanted:
+            wanted.add(stage)
+            todo += ups[stage]
+    return {s: ups[s] for s in wanted}
+
+
+def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
     remote = default_remote()
     pulled = False
@@ -81,7 +144,10 @@ def run(targets: list[str], pull: bool, out: Path) -> int:
         pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
         if not pulled:
             print(f"repro: warning: dvc pull --run-cache from {remote} failed: every stage runs here")
-    code, stages = repro(targets)
+    if jobs > 1:
+        code, stages, times = repro_parallel(targets, jobs, timed_stages("params.yaml"))
+    else:
+        code, stages, times = repro(targets)
     record: dict[str, Any] = {
         "format": FORMAT,
         "started_at": started,
@@ -89,14 +155,16 @@ def run(targets: list[str], pull: bool, out: Path) -> int:
         "remote": remote,
         "pulled": pulled,
         "targets": targets,
+        "jobs": jobs,
         "exit_code": code,
         "stages": stages,
+        "timings": times,
     }
     write("repro", out, record)
     counts = {how: sum(v == how for v in stages.values()) for _, how in HOW}
     print(
         f"repro: {counts['ran']} ran here, {counts['restored']} restored from the run cache, "
-        f"{counts['unchanged']} up to date; {out}"
+        f"{counts['unchanged']} up to date in {record['wall_s']:.1f} s; {out}"
     )
     return code
 
@@ -122,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("targets", nargs="*", help="dvc repro targets (default: the whole pipeline)")
     ap.add_argument("--no-pull", action="store_true", help="do not pull the run cache first")
     ap.add_argument("--out", default=OUT, help=f"the record of what was reused (default {OUT})")
+    ap.add_argument("--jobs", type=int, default=1, help="stages side by side (1: one dvc repro)")
     args = ap.parse_args(argv)
-    return run(args.targets, not args.no_pull, Path(args.out))
+    if args.jobs < 1:
+        ap.error(f"--jobs {args.jobs}: must be >= 1")
+    return run(args.targets, not args.no_pull, Path(args.out), args.jobs)
 
 
 if __name__ == "__main__":
