@@ -262,8 +262,9 @@ def gate_tree(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def scratch_repo(dest: Path) -> Path:
-    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline;
-    params.yaml and dvc.lock are the committed ones (PINNED), not the checkout's working files."""
+    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline and
+    its default remote beside it (`DEST.remote`, never the user's run cache); params.yaml and dvc.lock
+    are the committed ones (PINNED), not the checkout's working files."""
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
@@ -278,6 +279,8 @@ def scratch_repo(dest: Path) -> Path:
         if (dest / rel).exists():
             (dest / rel).write_bytes((PARAMS.parent / rel).read_bytes())
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    # the default remote is the user's shared run cache (.dvc/config): a test's pushes stay beside it
+    (dest / ".dvc" / "config.local").write_text(f"['remote \"shared\"']\n    url = {dest}.remote\n")
     return dest
 
 
