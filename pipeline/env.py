@@ -16,7 +16,7 @@ import torch
 
 from contracts.artifact_table import write
 from pipeline import stage
-from xtrain.core.determinism import threads_per_rank
+from xtrain.core.determinism import configure, threads_per_rank
 from xtrain.core.env import machine_record
 
 
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> None:
         t = stage.params_of(args)["train"]
         device = torch.device("cuda:0" if t["device"] == "cuda" else "cpu")
+        configure(t["deterministic"], device.type)  # as a run's process does: it sets dispatch variables
         record = machine_record(device, threads_per_rank(t["cpu_threads"], 1), t["precision"])
         write("env", args.out, record)
 

@@ -86,7 +86,9 @@ def close_last(times: dict[str, dict[str, float]], now: float) -> None:
         t.setdefault("wall_s", round(now - t["start_s"], 2))
 
 
-def repro_parallel(targets: list[str], jobs: int, exclusive: set[str]) -> tuple[int, dict[str, str], dict]:
+def repro_parallel(
+    targets: list[str], jobs: int, timed: tuple[set[str], set[str] | None]
+) -> tuple[int, dict[str, str], dict]:
     """Independent stages side by side (pipeline/schedule.py), each its own `dvc repro -s`."""
     stages: dict[str, str] = {}
 
@@ -100,20 +102,13 @@ def repro_parallel(targets: list[str], jobs: int, exclusive: set[str]) -> tuple[
         if seen:
             stages[seen[0]] = seen[1]
 
-    plan = Plan(upstream_graph(targets), jobs, exclusive)
+    plan = Plan(upstream_graph(targets), jobs, *timed)
     done = run_plan(plan, start, on_line)
     code = next((d["exit_code"] for d in done.values() if d["exit_code"]), 0)
     if len(done) < len(plan.upstream) and not code:
         code = 1
     times = {s: {"start_s": d["start_s"], "wall_s": d["wall_s"]} for s, d in done.items()}
     return code, stages, times
-
-
-def timed_stages(params_path: str) -> set[str]:
-    """Stages that measure time run alone: the scaling benchmark, and on CUDA the trainings, whose
-    windows perf.throughput judges."""
-    device = load_params(params_path)["train"]["device"]
-    return {"scaling"} | ({"train_single", "train@thread", "train@proc"} if device == "cuda" else set())
 
 
 def upstream_graph(targets: list[str]) -> dict[str, set[str]]:
@@ -133,6 +128,19 @@ def upstream_graph(targets: list[str]) -> dict[str, set[str]]:
             wanted.add(stage)
             todo += ups[stage]
     return {s: ups[s] for s in wanted}
+
+
+TRAININGS = {"train_single", "train@thread", "train@proc"}
+GPU_STAGES = {*TRAININGS, "scaling", "pilot", "env"}  # the rest run on the CPU whatever the profile
+
+
+def timed_stages(params_path: str) -> tuple[set[str], set[str] | None]:
+    """The stages that measure time, and what must not run beside them: on the CPU the scaling
+    benchmark alone among all stages; on CUDA also the trainings (perf.throughput judges their
+    windows), alone among the stages that use the GPU."""
+    if load_params(params_path)["train"]["device"] != "cuda":
+        return {"scaling"}, None
+    return {"scaling", *TRAININGS}, GPU_STAGES
 
 
 def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:

@@ -3,7 +3,9 @@
 `dvc repro` runs one stage at a time. Each stage here is its own `dvc --wait-for-lock repro -s STAGE`:
 DVC releases its repository lock while a stage's command runs and takes it to record the outputs, so
 stages whose inputs are ready run at once and dvc.lock is still written one stage at a time. A stage
-that measures time (`exclusive`) runs alone: nothing starts beside it and it waits for the rest.
+that measures time (`exclusive`) runs alone among the stages that contend for what it measures
+(`contending`: every stage on a CPU run; on a GPU run the stages that use the GPU, so the CPU-only
+export and closed loop overlap a timed training).
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ Started = Callable[[str], subprocess.Popen[str]]
 class Plan:
     upstream: dict[str, set[str]]  # stage -> the stages whose outputs it reads
     jobs: int
-    exclusive: set[str] = field(default_factory=set)
+    exclusive: set[str] = field(default_factory=set)  # timed: nothing that contends runs beside them
+    contending: set[str] | None = None  # what a timed stage must not share (None: every stage)
+
+    def contends(self, stage: str) -> bool:
+        return self.contending is None or stage in self.contending or stage in self.exclusive
 
     def downstream_count(self, stage: str) -> int:
         """How many stages wait, directly or not, on `stage`: the longer chains start first."""
@@ -37,14 +43,17 @@ class Plan:
         return len(seen)
 
     def ready(self, pending: set[str], done: set[str]) -> list[str]:
-        """Stages whose inputs are built: longer chains first, timed stages last (they wait to be alone)."""
+        """Stages whose inputs are built: longer chains first, then the timed ones last (they wait to
+        be alone)."""
         ok = [s for s in pending if self.upstream[s] <= done]
-        return sorted(ok, key=lambda s: (s in self.exclusive, -self.downstream_count(s), s))
+        return sorted(ok, key=lambda s: (-self.downstream_count(s), s in self.exclusive, s))
 
     def may_start(self, stage: str, running: set[str]) -> bool:
-        if len(running) >= self.jobs or running & self.exclusive:
+        if len(running) >= self.jobs:
             return False
-        return not (stage in self.exclusive and running)
+        if stage in self.exclusive:
+            return not any(self.contends(r) for r in running)
+        return not (self.contends(stage) and running & self.exclusive)
 
 
 def _pump(stage: str, proc: subprocess.Popen[str], lines: queue.Queue) -> None:

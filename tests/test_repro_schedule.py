@@ -56,6 +56,14 @@ def test_controls_without_the_rules_the_measures_do_fail() -> None:
     assert max_concurrency(iv1) == 1
 
 
+def test_a_stage_that_does_not_contend_overlaps_a_timed_one() -> None:
+    """On a GPU run the CPU-only stages overlap a timed training; a GPU stage never does."""
+    graph = {"a": set(), "t": {"a"}, "c": {"a"}, "g": {"a"}, "z": {"t"}}  # t leads the longer chain
+    plan = Plan(graph, jobs=3, exclusive={"t"}, contending={"g", "z"})
+    iv = intervals(run_plan(plan, sleeper(0.4), lambda s, x: None))
+    assert "c" in overlaps(iv, "t") and "g" not in overlaps(iv, "t"), iv
+
+
 def test_nothing_new_starts_after_a_failure_and_the_running_finish() -> None:
     done = run_plan(Plan(CHAIN, jobs=3), sleeper(0.2, code=3), lambda s, x: None)
     assert done["b"]["exit_code"] == 3
