@@ -44,6 +44,7 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
             f"{'stage' if len(absent) == 1 else 'stages'} {', '.join(absent)} "
             f"{'has' if len(absent) == 1 else 'have'} not run: not in this project's pipeline (dvc.yaml, "
             "dvc.lock), nothing to judge",
+            not_in_pipeline=absent,
         )
     try:
         outcome = gate.run(view, thresholds)

@@ -24,7 +24,7 @@ from gates import (
 )
 from gates.gate import Gate
 
-__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of"]
+__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of", "stages_read"]
 
 SEALS = seals.GATE
 
@@ -81,16 +81,29 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
     return sorted(stages)
 
 
+# Stages a gate reads that gates/bisect.py's map (the stages bisect reruns) does not name: every gate
+# that reads a stage must say which, or a project without that stage gets a row naming a command it
+# cannot run (tests/test_report_rows.py holds it).
+READS = {"export_gguf": ["export"]}
+
+
+def stages_read(gate_id: str) -> list[str]:
+    """The DVC stages a gate reads ([]: none, or every stage: seals)."""
+    from gates.bisect import BisectError, stages_for
+
+    if gate_id in READS:
+        return READS[gate_id]
+    try:
+        return stages_for(gate_id)
+    except BisectError:
+        return []
+
+
 def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
     """The stages `gate` reads when this project's pipeline has none of them (a project of its own
     without our thread launcher, export or pilot stages), else []: such a gate has nothing to judge
     and is skipped before it reads params.yaml sections the project does not have."""
-    from gates.bisect import BisectError, stages_for
-
-    try:
-        stages = stages_for(gate.id)
-    except BisectError:
-        return []
+    stages = stages_read(gate.id)
     return stages if stages and not any(has_stage(s) for s in stages) else []
 
 
