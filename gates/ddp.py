@@ -221,7 +221,7 @@ def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "sin
         return Check("first step", True, detail)
     a, b = pairs[worst]
     hint = (
-        " A whole multiple: gradients summed instead of averaged?"
+        ". a whole multiple: gradients summed instead of averaged?"
         if worst == "grad_norm[0]" and b and _near_integer_ratio(a / b)
         else ""  # the verdict's Next names the side, told apart by what agrees (failure_case)
     )
@@ -229,7 +229,7 @@ def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "sin
         "first step",
         False,
         f"step 0 differs beyond summation order (rel <= {tol.rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
-        f"{detail}.{hint}",
+        f"{detail}{hint}",
     )
 
 
