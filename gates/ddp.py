@@ -152,7 +152,7 @@ def dropout_mode(m: Metrics) -> str | None:
 def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
     """Exact: every step's dropout masks, summed over ranks, are the ones the reference drew; not
     applied where a record cannot say (runrecord did not see the model, or dropout was switched off)."""
-    modes = {ref: dropout_mode(single), "the other run": dropout_mode(ddp)}
+    modes = {ref: dropout_mode(single), "the other": dropout_mode(ddp)}
     if None in modes.values():
         return Check(
             "dropout masks",
@@ -163,7 +163,12 @@ def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
         )
     if "off" in modes.values():
         if set(modes.values()) != {"off"}:
-            return Check("dropout masks", False, f"dropout recorded as {modes}: compare runs of one setting")
+            return Check(
+                "dropout masks",
+                False,
+                f"the runs' dropout differs: {ref} {modes[ref]}, the other {modes['the other']} (runrecord "
+                "dropout=): compare runs of one setting",
+            )
         d = single["dropout"]
         return Check(
             "dropout masks",

@@ -36,6 +36,7 @@ SINGLE = {
     "eval_mode": {"mistake": "eval_mode"},
     "accum2": {"grad_accum": 2},
     "accum_undivided": {"grad_accum": 2, "mistake": "accum_undivided"},
+    "dropout_off": {"dropout_mode": "off"},
 }
 PROC = {
     "base": {},
@@ -51,6 +52,7 @@ PROC = {
     "threads": {"threads": 2},
     "eval_batch": {"eval_batch": 3},
     "accum2": {"grad_accum": 2},
+    "dropout_off": {"dropout_mode": "off"},
 }
 
 
@@ -114,6 +116,20 @@ def test_the_controls_pass(runs: dict, name: str) -> None:
 def test_grad_accumulation_on_both_sides_passes(runs: dict) -> None:
     o = verdict(runs, "accum2", "accum2")
     assert o.status == "pass", o.message
+
+
+def test_dropout_switched_off_passes_and_says_the_masks_were_not_compared(runs: dict) -> None:
+    o = verdict(runs, "dropout_off", "dropout_off")
+    assert o.status == "pass", o.message
+    assert o.not_applied == {
+        "dropout masks": "dropout switched off for these runs (runrecord dropout='off': 7 dropouts at p 0.1 "
+        "set to 0): no masks to compare"
+    }
+    assert "dropout masks: not applied: dropout switched off" in o.message
+    mixed = with_train_mode(  # one run seeded, the other off: not one comparison
+        ddp.equivalence(runs["single"]["base"], runs["proc"]["dropout_off"], "proc", LOSS_MATCH), []
+    )
+    assert mixed.status == "fail" and "compare runs of one setting" in mixed.message, mixed.message
 
 
 def test_training_left_in_eval_mode_fails_naming_train_mode(runs: dict) -> None:
