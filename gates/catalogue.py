@@ -99,10 +99,22 @@ def stages_read(gate_id: str) -> list[str]:
         return []
 
 
+# Stages a gate cannot judge without, every one of them (it compares their runs): a project of its own
+# with train_single and train@proc has no thread run for loss_match.thread or launcher_parity.
+NEEDS = {
+    "loss_match.thread": ["train@thread"],
+    "loss_match.proc": ["train@proc"],
+    "launcher_parity": ["train@thread", "train@proc"],
+    "fresh_train": ["train_single"],
+}
+
+
 def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
-    """The stages `gate` reads when this project's pipeline has none of them (a project of its own
-    without our thread launcher, export or pilot stages), else []: such a gate has nothing to judge
-    and is skipped before it reads params.yaml sections the project does not have."""
+    """The stages this project's pipeline lacks for `gate` (a project of its own without our thread
+    launcher, export or pilot stages): one it needs (NEEDS), or all it reads; else []. Such a gate has
+    nothing to judge and is skipped before it reads params.yaml sections the project does not have."""
+    if missing := [s for s in NEEDS.get(gate.id, []) if not has_stage(s)]:
+        return missing
     stages = stages_read(gate.id)
     return stages if stages and not any(has_stage(s) for s in stages) else []
 
