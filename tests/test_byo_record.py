@@ -339,3 +339,21 @@ def test_a_forward_without_its_samples_is_one_line() -> None:
     RunRecorder(CONFIG, tokens_per_step=4, model=model)
     with pytest.raises(RunRecordError, match="a batch of 3 rows, but samples\\(\\) named 0 for this forward"):
         model(torch.ones(3, 2))
+
+
+def test_a_record_contradicting_what_it_says_it_saw_is_refused(tmp_path: Path) -> None:
+    from gates import expect
+
+    model = tiny()
+    rec = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=tmp_path / "r")
+    train(rec, model)
+    m = rec.finish()
+    assert expect.run_problems(None, "single", m) == []  # the control
+    late = {**m, "eval_mode_steps": [1, 9]}
+    assert expect.run_problems(None, "single", late) == [
+        "runs/single/metrics.json: eval_mode_steps [9] past the run's 4 steps"
+    ]
+    none = {**m, "dropout": {"masks": "none", "modules": 0, "p": []}}
+    assert expect.run_problems(None, "single", none) == [
+        "runs/single/metrics.json: dropout.masks is 'none' but masks were drawn at step 0"
+    ]
