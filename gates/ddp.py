@@ -295,6 +295,11 @@ CASES = {
         "world), averaged by count; a padded eval set repeats rows",
         "the evaluation (xtrain/core/train.py evaluate)",
     ),
+    "losses": (
+        "the train and validation losses differ while the gradient norms agree",
+        "your loss logging and your eval set (a late divergence of training shows this way too)",
+        "the loss reduction and the evaluation (xtrain/core/train.py)",
+    ),
     "gradient": (
         "the gradients differ",
         "your gradient all-reduce (the mean over ranks), your init (the same weights on every rank), "
@@ -306,27 +311,29 @@ CASES = {
 
 
 def failure_case(single: Metrics, ddp: Metrics, tier: Tier) -> str:
-    """Which side a failure of the numbers points at, told apart by what agrees: loss only (logging),
-    eval only (the eval set), or the gradients (training itself)."""
-    n = (
-        len(single["train_loss"])
-        if tier.prefix_steps is None
-        else min(tier.prefix_steps, len(single["train_loss"]))
-    )
-    train = tier.prefix.judge(ddp["train_loss"][:n], single["train_loss"][:n]).ok
-    grads = tier.prefix.judge(ddp["grad_norm"][:n], single["grad_norm"][:n]).ok
+    """Which side a failure of the numbers points at, told apart by what agrees (step 0 within the
+    first-step bound, the prefix within max_rel, the end within its atol): loss only (logging), eval
+    only (the eval set), or the gradients (training itself)."""
+    steps = len(single["train_loss"])
+    n = steps if tier.prefix_steps is None else min(tier.prefix_steps, steps)
+
+    def agree(key: str) -> bool:
+        got, ref = ddp[key][:n], single[key][:n]
+        return tier.first_step.within(got[0], ref[0]) and tier.prefix.judge(got, ref).ok
+
     ev_s = {e["step"]: e["loss"] for e in single["eval"]}
-    ev = [(e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s]
+    ev = {e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s}
     evals = (
-        tier.prefix.judge([a for a, _ in ev], [b for _, b in ev]).ok and check_end(single, ddp, tier.end).ok
+        (0 not in ev or tier.first_step.within(*ev[0]))
+        and tier.prefix.judge([a for a, _ in ev.values()], [b for _, b in ev.values()]).ok
+        and check_end(single, ddp, tier.end).ok
     )
-    case = (
-        "loss" if grads and evals and not train else "eval" if grads and train and not evals else "gradient"
-    )
+    train, grads = agree("train_loss"), agree("grad_norm")
+    case = "gradient" if not grads else "loss" if evals else "eval" if train else "losses"
     what, yours, ours = CASES[case]
     if case == "gradient":
-        out = tier.prefix.judge(ddp["grad_norm"][:n], single["grad_norm"][:n]).out
-        what += f" (grad_norm first out at step {out[0]})" if out else " (the losses part first)"
+        out = [i for i in range(n) if not tier.prefix.within(ddp["grad_norm"][i], single["grad_norm"][i])]
+        what += f" (grad_norm first out at step {out[0] if out else 0})"
     return f"{what}: {yours if own_trainer(single, ddp) else ours}"
 
 
