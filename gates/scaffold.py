@@ -7,8 +7,8 @@ the folder is not yet a repository of either. Two more commands reach a verdict:
 
     python3 -m gates init && dvc repro && python3 -m gates check
 
-A file that is already there is never replaced: the command refuses in one line before writing
-anything. Torch-free: it writes files and runs git and dvc (argv lists, no shell).
+It writes only into a new or empty folder (hidden entries aside): a folder holding anything else,
+one of its three files, a file or a symbolic link is refused in one line before anything is written. Torch-free: it writes files and runs git and dvc (argv lists, no shell).
 """
 
 from __future__ import annotations
@@ -46,16 +46,32 @@ def _inside_git(folder: Path) -> bool:
     return proc.returncode == 0 and proc.stdout.strip() == "true"
 
 
-def init(folder: Path) -> list[str]:
-    """Write the template into `folder` (made if absent); returns what was done, in order."""
-    if folder.exists() and not folder.is_dir():
-        raise ScaffoldError(f"{folder}: is a file, not a folder")
+def refuse(folder: Path) -> None:
+    """A new project goes into a new or empty folder (hidden entries such as .git or .venv aside): never
+    beside someone's files, never over one of its own names, never through a symbolic link."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ScaffoldError(
+            f"{folder}: is {'a symbolic link' if folder.is_symlink() else 'a file'}, not a folder"
+        )
     there = [name for name in FILES if (folder / name).exists() or (folder / name).is_symlink()]
     if there:
         raise ScaffoldError(
             f"{folder / there[0]}: exists: refusing to replace it (gates init writes {', '.join(FILES)} "
-            "into a folder without them); next: an empty folder, or copy gates/byo_template/ by hand"
+            "into a new or empty folder); next: an empty folder, or copy gates/byo_template/ by hand"
         )
+    visible = (
+        sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+    )
+    if visible:
+        raise ScaffoldError(
+            f"{folder}: holds {len(visible)} entries ({', '.join(visible[:3])}{', ...' if len(visible) > 3 else ''}): "
+            "gates init writes a new project into a new or empty folder; next: name one"
+        )
+
+
+def init(folder: Path) -> list[str]:
+    """Write the template into `folder` (made if absent); returns what was done, in order."""
+    refuse(folder)
     folder.mkdir(parents=True, exist_ok=True)
     done = []
     for name, template in FILES.items():

@@ -48,11 +48,23 @@ def test_the_readme_snippet_is_the_template_and_runs_as_written(tmp_path: Path) 
     assert (tmp_path / "runs" / "single" / "checkpoints" / "latest").is_file()  # consistency needs it
 
 
-def test_init_refuses_a_folder_that_has_one_of_its_files(tmp_path: Path) -> None:
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+@pytest.mark.parametrize(
+    ("there", "says"),
+    [
+        ({"dvc.yaml": "stages: {}\n"}, "dvc.yaml: exists: refusing to replace it"),
+        ({"notes.txt": "mine\n"}, "holds 1 entries (notes.txt): gates init writes a new project into a new"),
+    ],
+)
+def test_init_writes_only_into_a_new_or_empty_folder(tmp_path: Path, there: dict, says: str) -> None:
+    for name, text in there.items():
+        (tmp_path / name).write_text(text)
     proc = sh(tmp_path, sys.executable, "-m", "gates", "init", ok=(2,))
-    assert proc.stderr.strip().count("\n") == 0 and "dvc.yaml: exists: refusing to replace it" in proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.yaml"]  # nothing written
+    assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(there)  # nothing written
+    link = tmp_path.parent / f"{tmp_path.name}-link"
+    link.symlink_to(tmp_path / "absent")
+    proc = sh(tmp_path, sys.executable, "-m", "gates", "init", str(link), ok=(2,))
+    assert "is a symbolic link, not a folder" in proc.stderr and not (tmp_path / "absent").exists()
 
 
 @pytest.mark.ddp
