@@ -5,8 +5,9 @@
 - Gates whose stages this project's pipeline does not have (a project of its own: no thread launcher,
   export or pilot) are one line, "not in this pipeline: N gates", not N rows naming commands that do
   not exist there.
-- A family (`pilot.*`, `loss_match.*`) states the threshold its members share once, in a legend; a
-  row keeps only what is its own ("pilot.* + vs base: bitwise equal to the reference").
+- A family (`pilot.*`, `loss_match.*`) states its threshold once, in a legend: per bound (the text
+  before a colon: "cpu", "cuda", "vs base"), what most members state; a row keeps only what is its
+  own ("pilot.* (below) + vs base: bitwise equal to the reference", "... + no vs base").
 - A check a gate could not apply to the records is named in its row ("not applied: train mode: not
   recorded ..."), never passed over.
 Works on the report's gate entries (dicts, contracts/schemas/gates_report.schema.json). Torch-free.
@@ -14,6 +15,7 @@ Works on the report's gate entries (dicts, contracts/schemas/gates_report.schema
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,25 +59,44 @@ def threshold_text(g: dict[str, Any], labels: dict[str, str] | None) -> str:
     return (labels or {}).get(g["id"], "-" if t is None else f"{t:.3g}" if isinstance(t, float) else str(t))
 
 
-def _parts(text: str) -> list[str]:
-    """`text` split at "; " outside parentheses (a part's own "(...; ...)" stays whole)."""
-    out, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        depth += (c == "(") - (c == ")")
-        if depth == 0 and text.startswith(SEP, i):
-            out.append(text[start:i])
-            start = i + len(SEP)
-    return [*out, text[start:]]
+def _parts(text: str) -> list[tuple[str, str]]:
+    """`text` split at every "; " into (key, part): the key is what a part states a bound for (the text
+    before its first colon: "cpu", "vs base"), or the part itself."""
+    out = []
+    for part in text.split(SEP):
+        head, colon, _ = part.partition(":")
+        out.append((head if colon and len(head) <= 40 else part, part))
+    return out
 
 
-def _shared_head(texts: list[str]) -> list[str]:
-    parts = [_parts(t) for t in texts]
-    head: list[str] = []
-    for column in zip(*parts, strict=False):
-        if len(set(column)) != 1:
-            break
-        head.append(column[0])
-    return head
+def _balanced(part: str) -> str:
+    """A part shown alone: a parenthesis opened or closed in a neighbouring part dropped."""
+    if part.count(")") > part.count("("):
+        part = part[::-1].replace(")", "", part.count(")") - part.count("("))[::-1]
+    if part.count("(") > part.count(")"):
+        part = part.replace("(", "", part.count("(") - part.count(")"))
+    return part.strip()
+
+
+def _shared(texts: list[str]) -> list[tuple[str, str]]:
+    """The family's threshold: per key, the bound that more than half of the members state word for
+    word (each member counted once); keys without one stay in the rows."""
+    counts: dict[str, Counter[str]] = {}
+    for text in texts:
+        for key, part in dict(_parts(text)).items():  # a key stated twice in one text counts once
+            counts.setdefault(key, Counter())[part] += 1
+    majority = [(key, c.most_common(1)[0]) for key, c in counts.items()]
+    return [(key, part) for key, (part, n) in majority if n * 2 > len(texts)]
+
+
+def _own(text: str, shared: list[tuple[str, str]]) -> str:
+    """What a member states beyond the family's threshold: its other bounds, and the keys it lacks."""
+    mine = _parts(text)
+    keys = {k for k, _ in mine}
+    common = dict(shared)
+    differs = [_balanced(p) for k, p in mine if common.get(k) != p]
+    lacks = [k for k, _ in shared if k not in keys]
+    return SEP.join(differs + ([f"no {', '.join(lacks)}"] if lacks else []))
 
 
 def _thresholds_once(
@@ -87,14 +108,14 @@ def _thresholds_once(
         members.setdefault(family(g["id"]), []).append(g["id"])
     legend = []
     for fam, ids in members.items():
-        head = _shared_head([text[i] for i in ids]) if len(ids) > 1 else []
-        shared = SEP.join(head)
-        if len(shared) < MIN_SHARED:
+        shared = _shared([text[i] for i in ids]) if len(ids) > 1 else []
+        said = SEP.join(p for _, p in shared)
+        if len(said) < MIN_SHARED:
             continue
-        legend.append((f"{fam}.*", shared))
+        legend.append((f"{fam}.*", said))
         for i in ids:
-            tail = text[i][len(shared) :].removeprefix(SEP)
-            text[i] = f"{fam}.* (below)" + (f" + {tail}" if tail else "")
+            own = _own(text[i], shared)
+            text[i] = f"{fam}.* (below)" + (f" + {own}" if own else "")
     return text, legend
 
 

@@ -128,3 +128,17 @@ def test_a_project_of_its_own_folds_the_gates_it_has_no_stages_for(tmp_path: Pat
     folded = int(md.split("not in this pipeline: ")[1].split(" gate")[0])
     assert code in (0, 1, 2) and folded >= n - 8, md
     assert "dvc repro train@thread" not in md and "dvc repro pilot" not in md and "dvc repro export" not in md
+
+
+def test_a_family_of_different_bounds_is_left_alone(tmp_path: Path) -> None:
+    """Two members that share no bound word for word (perf.throughput and perf.memory) keep their rows."""
+    outcomes = {
+        "perf.throughput": Outcome(
+            "skip", None, "cpu: 95% CI slower than 50%: fail; cuda: 95% CI slower than 15%", ""
+        ),
+        "perf.memory": Outcome(
+            "skip", None, "cpu: growth <= 20%; cuda: growth <= 5% of the blessed peak", ""
+        ),
+    }
+    view = rows.rows(report_of(outcomes, tmp_path)["gates"])
+    assert view.legend == [] and view.thresholds["perf.memory"] == outcomes["perf.memory"].threshold
