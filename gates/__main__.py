@@ -8,6 +8,7 @@
     python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
     python -m gates mutate [--only ID ...] [--subset ci] [--jobs N]  mutation campaign: which gates catch which bug
                            [--profile tiny] [--json PATH] [--strict]   (docs/mutation.md); exit 1 on a hole
+    python -m gates init [FOLDER]                                    your own trainer, gated (docs/byo-trainer.md)
 
 Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresholds.schema.json).
 A project that gates its own trainer has a params file of its own (no model:/train:): its runs are
@@ -44,6 +45,7 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
             f"{'stage' if len(absent) == 1 else 'stages'} {', '.join(absent)} "
             f"{'has' if len(absent) == 1 else 'have'} not run: not in this project's pipeline (dvc.yaml, "
             "dvc.lock), nothing to judge",
+            not_in_pipeline=absent,
         )
     try:
         outcome = gate.run(view, thresholds)
@@ -216,6 +218,14 @@ def mutate_cmd(args: argparse.Namespace) -> int:
     return mutate.exit_code(rep, args.strict)
 
 
+def init_cmd(args: argparse.Namespace) -> int:
+    from gates import scaffold
+
+    folder = Path(args.folder)
+    print(f"{folder}: " + ", ".join(scaffold.init(folder)) + f"; next: {scaffold.NEXT}")
+    return 0
+
+
 def add_mutate_parser(sub: Any) -> None:
     m = sub.add_parser(
         "mutate", help="mutation campaign: apply each catalogued bug, rerun, judge (docs/mutation.md)"
@@ -264,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     bi.add_argument("--cache", default=None, help="verdict cache (default: <git dir>/xtrain-bisect)")
     add_mutate_parser(sub)
+    i = sub.add_parser("init", help="a project of your own trainer, gated: train.py, dvc.yaml, params.yaml")
+    i.add_argument("folder", nargs="?", default=".", help="where (default: here); made if absent")
     args = ap.parse_args(argv)
     try:
         commands = {
@@ -273,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             "diff": diff,
             "bisect": bisect_cmd,
             "mutate": mutate_cmd,
+            "init": init_cmd,
         }
         return commands[args.cmd](args)
     except (ValidationError, errors.XtrainError) as e:  # bad input, a refused output path: exit 2

@@ -25,7 +25,7 @@ from gates import (
 )
 from gates.gate import Gate
 
-__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of"]
+__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of", "stages_read"]
 
 SEALS = seals.GATE
 
@@ -83,16 +83,41 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
     return sorted(stages)
 
 
-def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
-    """The stages `gate` reads when this project's pipeline has none of them (a project of its own
-    without our thread launcher, export or pilot stages), else []: such a gate has nothing to judge
-    and is skipped before it reads params.yaml sections the project does not have."""
+# Stages a gate reads that gates/bisect.py's map (the stages bisect reruns) does not name: every gate
+# that reads a stage must say which, or a project without that stage gets a row naming a command it
+# cannot run (tests/test_report_rows.py holds it).
+READS = {"export_gguf": ["export"]}
+
+
+def stages_read(gate_id: str) -> list[str]:
+    """The DVC stages a gate reads ([]: none, or every stage: seals)."""
     from gates.bisect import BisectError, stages_for
 
+    if gate_id in READS:
+        return READS[gate_id]
     try:
-        stages = stages_for(gate.id)
+        return stages_for(gate_id)
     except BisectError:
         return []
+
+
+# Stages a gate cannot judge without, every one of them (it compares their runs): a project of its own
+# with train_single and train@proc has no thread run for loss_match.thread or launcher_parity.
+NEEDS = {
+    "loss_match.thread": ["train@thread"],
+    "loss_match.proc": ["train@proc"],
+    "launcher_parity": ["train@thread", "train@proc"],
+    "fresh_train": ["train_single"],
+}
+
+
+def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
+    """The stages this project's pipeline lacks for `gate` (a project of its own without our thread
+    launcher, export or pilot stages): one it needs (NEEDS), or all it reads; else []. Such a gate has
+    nothing to judge and is skipped before it reads params.yaml sections the project does not have."""
+    if missing := [s for s in NEEDS.get(gate.id, []) if not has_stage(s)]:
+        return missing
+    stages = stages_read(gate.id)
     return stages if stages and not any(has_stage(s) for s in stages) else []
 
 
