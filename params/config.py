@@ -7,7 +7,6 @@ below; any problem is one line naming the file, the key and what is allowed.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import io
@@ -211,13 +210,12 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
     parts = key.strip().split(".")
     if not all(parts):
         raise ValidationError(source, key, "empty key segment", "dotted key such as train.steps")
-    try:
+    if why := yamlfile.ambiguity(value.strip()):  # `040`: 32 to YAML 1.1, 40 to DVC: never guessed
+        raise ValidationError(source, key.strip(), why)
+    try:  # read as DVC reads `dvc exp run -S` (YAML 1.2): `1e-3` is the float
         parsed = yamlfile.loads(value) if value.strip() else None
     except yaml.YAMLError:  # an alias or other refused YAML stays a string: the schema then refuses it
         parsed = value
-    if isinstance(parsed, str):  # YAML 1.1 reads `1e-3` as a string; a user means the number
-        with contextlib.suppress(ValueError):
-            parsed = float(parsed)
     return parts, parsed
 
 
@@ -440,7 +438,8 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
         node[parts[-1]] = value
     buf = io.StringIO()
     ry.dump(doc, buf)
-    atomic_write_text(path, buf.getvalue())
+    # through a symbolic link: the file it names is edited, the link stays a link
+    atomic_write_text(path.resolve() if path.is_symlink() else path, buf.getvalue())
 
 
 if __name__ == "__main__":  # the command line is pipeline/config.py
