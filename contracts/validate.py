@@ -25,10 +25,16 @@ class ValidationError(XtrainError, ValueError):
 
     def __init__(self, source: str, key: str, problem: str, rule: str = "", hint: str = "") -> None:
         self.source, self.key, self.problem, self.rule, self.hint = source, key, problem, rule, hint
+        key, problem = clip(printable(key), 100), clip(printable(problem), 160)  # a hostile file's own text
         where = f"{source}: {key}" if key else source
         tail = f" (rule: {rule})" if rule else ""
         step = f"; next: {hint}" if hint else ""
         super().__init__(printable(f"{where}: {problem}{tail}{step}"))
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with an ellipsis (a 10 KB key must not make a 10 KB error line)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def printable(text: str) -> str:
@@ -57,7 +63,9 @@ def _allowed(err: jsonschema.ValidationError) -> str:
     v, s = err.validator, err.validator_value
     if v == "additionalProperties":
         allowed = sorted((err.schema.get("properties") or {}).keys())
-        return "known keys: " + ", ".join(allowed) if allowed else "no extra keys"
+        return clip("known keys: " + ", ".join(allowed), 150) if allowed else "no extra keys"
+    if v == "required":  # the missing key is named in the key path
+        return "a required key"
     if v == "enum":
         return "one of " + ", ".join(json.dumps(x) for x in s)
     if v == "const":
@@ -67,7 +75,7 @@ def _allowed(err: jsonschema.ValidationError) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[v]
         return f"{op} {s}"
-    if v in ("minItems", "maxItems", "minLength", "maxLength", "pattern", "required", "format"):
+    if v in ("minItems", "maxItems", "minLength", "maxLength", "pattern", "format"):
         return f"{v} {json.dumps(s)}"
     return f"{v}"
 
@@ -152,16 +160,11 @@ def validate(instance: Any, schema: dict[str, Any], source: str, strict: bool = 
 
 
 def load_json(path: str, schema: dict[str, Any] | None = None) -> Any:
-    """Read a JSON file (clear error if unreadable or not JSON) and validate it if a schema is given."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ValidationError(path, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValidationError(path, "", f"cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise ValidationError(path, f"line {e.lineno} column {e.colno}", f"not valid JSON: {e.msg}") from None
+    """Read a JSON file, bounded (contracts/fileio.py read_json: a regular file, size and depth capped;
+    one-line errors), and validate it if a schema is given."""
+    from contracts.fileio import read_json  # fileio raises this module's ValidationError
+
+    data = read_json(path)
     if schema is not None:
         validate(data, schema, path)
     return data

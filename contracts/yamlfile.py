@@ -181,7 +181,7 @@ def where(err: yaml.YAMLError) -> str:
 def problem(err: yaml.YAMLError) -> str:
     """The YAML library's problem on one line (its messages span lines)."""
     text = getattr(err, "problem", None) or getattr(err, "reason", None) or str(err)
-    return " ".join(str(text).split())[:200]
+    return " ".join(str(text).split())[:120]
 
 
 def decoded(data: bytes, source: str, what: str = "a UTF-8 YAML file") -> str:
@@ -202,7 +202,7 @@ def load_file(path: str | Path, hint: str = "", limit: int = MAX_BYTES) -> Any:
             source,
             where(e),
             problem(e),
-            "plain YAML: no anchors, aliases, duplicate keys or ambiguous scalars",
+            "plain YAML, one meaning per value (contracts/yamlfile.py)",
         ) from None
     except yaml.YAMLError as e:
         raise ValidationError(source, where(e), f"not valid YAML: {problem(e)}") from None

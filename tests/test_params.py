@@ -152,8 +152,7 @@ def test_config_set_refuses_nan_and_leaves_the_file_alone(tmp_path: Path) -> Non
         text=True,
         cwd=REPO,
     )
-    # `nan` is the string "nan" to DVC's YAML 1.2 (`dvc exp run -S` writes it so): refused as no number
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        f'error: {f}: train.lr: "nan" is invalid (rule: type number)'
+        f"error: {f}: train.lr: nan is not a finite number (rule: a finite number)"
     )
     assert f.read_bytes() == before
