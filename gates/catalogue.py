@@ -78,7 +78,7 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
         if not found:
             return None
         stages.update(found)
-    return sorted(stages)
+    return sorted(stages) or None  # `--only seals` alone seals every stage (it sealed none: a pass)
 
 
 def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
