@@ -108,9 +108,6 @@ def _params(entries: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]
 
 
 def stage_def(body: dict[str, Any], where: str) -> StageDef:
-    for unmodelled in ("wdir", "matrix", "vars"):
-        if unmodelled in body:
-            raise DvcYamlError(f"{where}: `{unmodelled}` is a form the gates' staleness check does not model")
     return StageDef(
         cmd=body.get("cmd"),
         deps=tuple(o.path for o in _entry_paths(body.get("deps"), where)),
@@ -124,14 +121,18 @@ def stage_def(body: dict[str, Any], where: str) -> StageDef:
 def _foreach_items(each: Any, where: str) -> list[tuple[str, Any]]:
     if isinstance(each, dict):
         return [(str(k), v) for k, v in each.items()]
-    if isinstance(each, list):
-        return [(str(v) if isinstance(v, (str, int, float)) else str(i), v) for i, v in enumerate(each)]
+    if isinstance(each, list):  # as DVC's normalized_iterable: indices if any item is composite
+        composite = any(isinstance(v, (dict, list)) for v in each)
+        return [(str(i) if composite else str(v), v) for i, v in enumerate(each)]
     raise DvcYamlError(f"{where}: foreach is neither a list nor a mapping")
 
 
 def expand(name: str, body: dict[str, Any], ctx: dict[str, Any], source: str) -> dict[str, StageDef]:
     """One dvc.yaml stage, a `foreach` expanded to `name@key`."""
     where = f"{source}: stage {name}"
+    for unmodelled in ("wdir", "matrix", "vars"):
+        if unmodelled in body or unmodelled in (body.get("do") or {}):
+            raise DvcYamlError(f"{where}: `{unmodelled}` is a form the gates' staleness check does not model")
     if "foreach" not in body:
         return {name: stage_def(interpolate(body, ctx, where), where)}
     do = body.get("do")
@@ -148,7 +149,8 @@ def context(root: Path, data: dict[str, Any], source: str) -> dict[str, Any]:
     """What `${...}` may name: params.yaml (DVC loads it by default) and the inline `vars`."""
     ctx: dict[str, Any] = {}
     params = root / DEFAULT_PARAMS
-    if params.is_file() and "${" in str(data):
+    named = {m.split(".")[0] for m in INTERPOLATION.findall(str(data))} - {"key", "item"}
+    if params.is_file() and named:  # only where a `${...}` names more than foreach's key and item
         loaded = load_pipeline(params)
         ctx.update(loaded if isinstance(loaded, dict) else {})
     for entry in data.get("vars") or []:

@@ -330,3 +330,47 @@ def test_negative_control_an_absent_entry_read_as_no_constraint_disagrees(
             root = Path(shutil.copytree(project, Path(tmp) / "p", symlinks=True))
             apply(root, edits)
             assert gates_say(root) != dvc_says(root)
+
+
+INTERPOLATED = """vars:
+  - suffix: txt
+stages:
+  listed:
+    foreach: [a, b]
+    do:
+      cmd: echo ${item} ${net.dim} > out/${item}.${suffix}
+      outs:
+        - out/${item}.${suffix}
+  mixed:
+    foreach:
+      - {name: x, n: 1}
+      - y
+    do:
+      cmd: echo mixed ${seed}
+  plain:
+    cmd: python3 -c "print(${closed_loop.prompts}, ${net.lr})"
+    params: [net.dim]
+"""
+
+
+def test_dvc_yaml_resolves_as_dvc_resolves_it(tmp_path: Path) -> None:
+    """Names, commands, outs and params of foreach lists (plain and composite), `vars` and params.yaml
+    interpolation, as DVC's own index gives them; `matrix` is refused by name, never guessed."""
+    from dvc.repo import Repo
+
+    from gates.dvcyaml import DvcYamlError, pipeline_stages
+
+    (tmp_path / "params.yaml").write_text(PARAMS)
+    (tmp_path / "dvc.yaml").write_text(INTERPOLATED)
+    dvc(tmp_path, "init", "--no-scm", "-q")
+    ours = pipeline_stages(tmp_path)
+    with contextlib.chdir(tmp_path), Repo(".") as repo:
+        theirs = {s.addressing: s for s in repo.index.stages}
+    assert sorted(ours) == sorted(theirs)
+    for name, stage in theirs.items():
+        assert ours[name].cmd == stage.cmd, name
+        assert ours[name].out_paths == [o.def_path for o in stage.outs], name
+    assert ours["plain"].params == (("params.yaml", ("net.dim",)),)
+    (tmp_path / "dvc.yaml").write_text("stages:\n  m:\n    matrix: {a: [1, 2]}\n    cmd: echo ${item.a}\n")
+    with pytest.raises(DvcYamlError, match="matrix"):
+        pipeline_stages(tmp_path)
