@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -111,8 +112,19 @@ def _strict_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    """`pattern` as JSON Schema (ECMA-262) means it: a final `$` ends the string. Python's `$` also
+    matches before a trailing newline, so a name "tiny\n" passed `^[a-z0-9_-]+$`."""
+    if not validator.is_type(instance, "string"):
+        return
+    ecma = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith(r"\$") else pattern
+    if not re.search(ecma, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+Validator = jsonschema.validators.extend(Draft202012Validator, validators={"pattern": _whole_pattern})
 StrictValidator = jsonschema.validators.extend(
-    Draft202012Validator,
+    Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
 )
 
@@ -135,7 +147,7 @@ def non_finite(instance: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ..
 
 
 def errors(instance: Any, schema: dict[str, Any], strict: bool = False) -> list[jsonschema.ValidationError]:
-    validator = (StrictValidator if strict else Draft202012Validator)(schema)
+    validator = (StrictValidator if strict else Validator)(schema)
     return sorted(
         validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
     )

@@ -203,3 +203,17 @@ def test_registry_version_files_are_whole_matches() -> None:
 
     assert VERSION_FILE.fullmatch("v1.json") and not VERSION_FILE.fullmatch("v1.json\n")
     assert TEMP.fullmatch(".v1.json.x.tmp") and not TEMP.fullmatch(".v1.json.x.tmp\n")
+
+
+def test_schema_patterns_match_whole_strings(tmp_path: Path) -> None:
+    """JSON Schema's `$` (ECMA-262) ends the string; Python's also matched before a trailing newline,
+    so `export.pinned_model: "tiny\\n"` passed params.schema.json's `^[a-z0-9_-]{1,64}$`."""
+    from contracts.validate import validate
+
+    schema = {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}
+    validate("tiny", schema, "params.yaml")
+    with pytest.raises(ValidationError, match="pattern"):
+        validate("tiny\n", schema, "params.yaml")
+    path = params_with(tmp_path, "pinned_model: xtrain-tiny", 'pinned_model: "xtrain-tiny\\n"')
+    with pytest.raises(ValidationError, match=r"export\.pinned_model"):  # the real schema, the one loader
+        load_params(path)
