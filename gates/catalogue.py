@@ -80,7 +80,7 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
         if not found:
             return None
         stages.update(found)
-    return sorted(stages)
+    return sorted(stages) or None  # `--only seals` alone seals every stage (it sealed none: a pass)
 
 
 # Stages a gate reads that gates/bisect.py's map (the stages bisect reruns) does not name: every gate

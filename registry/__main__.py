@@ -54,6 +54,26 @@ from registry.store import (
 from xtrain.core.checkpoint_dir import resolve_checkpoint
 
 MIN_REASON = 10
+CHECK_REPORT = outputs.json_kind("registry check", artifact_table.artifact("registry_check").format)
+REGISTRY_PARTS = ("index.json", "models", "pinned", "goldens", "baselines")
+
+
+def check_root(reg: Registry) -> None:
+    """A command that writes into --root: it must be a registry (its index or one of its folders) or a new
+    one (absent, empty), never a folder that happens to be named (`registry index` wrote into any)."""
+    root = reg.root
+    if not root.exists() and not root.is_symlink():
+        return
+    fresh = root.is_dir() and not any(root.iterdir())
+    if (
+        root.is_symlink()
+        or not root.is_dir()
+        or not (fresh or any((root / p).exists() for p in REGISTRY_PARTS))
+    ):
+        raise RegistryError(
+            f"{root}: not a registry (none of {', '.join(REGISTRY_PARTS)} there); "
+            "next: name the registry folder with --root (default: the registry package)"
+        )
 
 
 def default_model(params: str) -> str:
@@ -314,7 +334,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("export_dir", nargs="?", default="exports/pinned")
     v.add_argument("--model", default=None)
     v.add_argument("--version", type=int, default=None)
-    v.add_argument("--report", default=None, help="also write the result as JSON")
+    outputs.output_flag(
+        v.add_argument("--report", default=None, help="also write the result as JSON"), CHECK_REPORT
+    )
     v.add_argument(
         "--no-fail", action="store_true", help="exit 0 on a mismatch (record only; the gates decide)"
     )
@@ -369,6 +391,8 @@ def golden_registry(args: argparse.Namespace) -> Registry:
 def verify_command(reg: Registry, args: argparse.Namespace) -> int:
     """`verify`: each file's expected and actual md5; exit 1 on a mismatch unless --no-fail."""
     export_dir = Path(args.export_dir)
+    if args.report:  # before anything is read: never a report over a file this command did not write
+        outputs.check(args.report, CHECK_REPORT)
     report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
     if args.report:
         artifact_table.write("registry_check", args.report, report)
@@ -385,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "validate":
         print(f"registry: {validate_everything(reg)} files valid, {reg.verify_index()} indexed")
         return 0
+    if args.cmd in ("index", "bless", "pin"):
+        check_root(reg)
     if args.cmd == "index":
         print(f"registry: indexed {index.create(reg.root)} files in {reg.root / index.INDEX}")
         return 0

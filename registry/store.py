@@ -28,7 +28,7 @@ from contracts.fileio import canonical_json, md5_file, sha256_text
 from contracts.validate import ValidationError, load_json, load_schema
 
 ROOT = Path(__file__).resolve().parent
-VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
+VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.json")  # fullmatch: no trailing newline
 MANIFEST = "manifest.json"
 CONTENT_HASH = "content_sha256"
 
@@ -119,7 +119,7 @@ class Registry:
             return []
         out = []
         for f in sorted(folder.iterdir()):
-            m = VERSION_FILE.match(f.name)
+            m = VERSION_FILE.fullmatch(f.name)
             if not m:
                 continue
             data = load_sealed(f, schema)
@@ -213,7 +213,7 @@ class Registry:
 
     # -- writing --
     def next_path(self, folder: Path) -> Path:
-        existing = [int(m.group(1)) for f in folder.glob("v*.json") if (m := VERSION_FILE.match(f.name))]
+        existing = [int(m.group(1)) for f in folder.glob("v*.json") if (m := VERSION_FILE.fullmatch(f.name))]
         return folder / f"v{max(existing, default=0) + 1}.json"
 
 
