@@ -182,7 +182,9 @@ class Params:
         """The params the scaling benchmark trains with: scaling.sets.<profile> on top. The gated runs
         are sized by the gates' power; a speedup needs steps long enough to hide a step's fixed costs."""
         sets = self.raw["scaling"].get("sets", {}).get(self.raw["profile"], [])
-        return resolve(self.raw, f"{self.source} (scaling.sets.{self.raw['profile']})", sets) if sets else self
+        return (
+            resolve(self.raw, f"{self.source} (scaling.sets.{self.raw['profile']})", sets) if sets else self
+        )
 
     def run_config(self, vocab_size: int) -> RunConfig:
         """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""

@@ -14,19 +14,23 @@ import sys
 
 import torch
 
+from contracts import outputs
 from contracts.artifact_table import write
 from pipeline import stage
 from xtrain.core.determinism import configure, threads_per_rank
 from xtrain.core.env import machine_record
 
+ENV = outputs.json_kind("env", "xtrain-env/1")
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = stage.parser(__doc__ or "")
     ap.prog = "python -m pipeline.env"
-    ap.add_argument("--out", default="runs/env.json")
+    outputs.output_flag(ap.add_argument("--out", default="runs/env.json"), ENV)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
 
     def body() -> None:
+        outputs.check(args.out, ENV)  # before torch starts: never over a file it did not write
         t = stage.params_of(args)["train"]
         device = torch.device("cuda:0" if t["device"] == "cuda" else "cpu")
         configure(t["deterministic"], device.type)  # as a run's process does: it sets dispatch variables

@@ -21,12 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts import outputs
 from contracts.artifact_table import write
+from contracts.errors import report
 from params.config import load_params
 from pipeline.schedule import Plan, print_line, run_plan
 
 OUT = "reports/repro.json"
 FORMAT = "xtrain-repro/1"
+RECORD = outputs.json_kind("repro record", FORMAT)
 # DVC's own words for what it did with a stage (dvc/stage/run.py, stage/cache.py, stage/__init__.py)
 HOW = (
     (re.compile(r"^Running stage '([^']+)':$"), "ran"),
@@ -197,11 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("targets", nargs="*", help="dvc repro targets (default: the whole pipeline)")
     ap.add_argument("--no-pull", action="store_true", help="do not pull the run cache first")
-    ap.add_argument("--out", default=OUT, help=f"the record of what was reused (default {OUT})")
+    outputs.output_flag(
+        ap.add_argument("--out", default=OUT, help=f"the record of what was reused (default {OUT})"), RECORD
+    )
     ap.add_argument("--jobs", type=int, default=1, help="stages side by side (1: one dvc repro)")
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs {args.jobs}: must be >= 1")
+    try:  # before minutes of dvc repro: never over a file it did not write
+        outputs.check(args.out, RECORD)
+    except outputs.OutputRefused as e:
+        return report(e)
     return run(args.targets, not args.no_pull, Path(args.out), args.jobs)
 
 

@@ -34,8 +34,8 @@ COMMANDS: dict[str, list[list[str]]] = {
     "gates.__main__": [[]],
     "registry.__main__": [[]],
     **{f"pipeline.{m}": [[]] for m in (
-        "bench", "busy_scaling", "closed_loop", "config", "corpus", "export", "pilot", "probes", "to_onnx",
-        "tokenizer", "train",
+        "bench", "busy_scaling", "closed_loop", "config", "corpus", "env", "export", "pilot", "probes",
+        "repro", "to_onnx", "tokenizer", "train",
     )},
     "pipeline.scaling": [[], ["rank"]],
 }  # fmt: skip
@@ -66,6 +66,8 @@ ARGV = {  # every output flag: the command line that writes it, T where the path
     ("pipeline.busy_scaling", (), "tree"): ["--runs", "1", "--tree", T],
     ("pipeline.closed_loop", (), "report"): ["--report", T],
     ("pipeline.corpus", (), "out"): ["--out", T],
+    ("pipeline.env", (), "out"): ["--out", T],
+    ("pipeline.repro", (), "out"): ["--no-pull", "--out", T],
     ("pipeline.export", (), "out_dir"): ["runs/single", T],
     ("pipeline.export", (), "out"): ["--out", T],
     ("pipeline.pilot", (), "out"): ["--out", T],
