@@ -25,7 +25,7 @@ from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_run_config, tiny_spe
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
-from xtrain.core import faults
+from xtrain.core import failpoints
 from xtrain.core.data import TokenData, step_batch
 from xtrain.core.fingerprint import hash32
 from xtrain.core.launch import RankFailed, run_single, run_threads, torchrun_cmd
@@ -208,10 +208,10 @@ def test_the_fingerprints_survive_a_crash_and_resume(
     tiny_data: TinyData, thread2: dict, tmp_path: Path, monkeypatch
 ) -> None:
     spec = tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, model=DROPOUT, train=TRAIN)
-    monkeypatch.setattr(faults, "_FAULT", faults.parse("raise@1:8"))
+    monkeypatch.setattr(failpoints, "_FAULT", failpoints.parse("raise@1:8"))
     with pytest.raises(RankFailed):
         run_threads(spec, 2, 30)
-    monkeypatch.setattr(faults, "_FAULT", None)
+    monkeypatch.setattr(failpoints, "_FAULT", None)
     run_threads(dataclasses.replace(spec, resume=True), 2, 30)
     resumed = metrics(tmp_path)
     assert resumed["resumed_from_step"] == 6

@@ -11,6 +11,7 @@ import contextlib
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
 from params.config import RunConfig, TrainConfig
-from xtrain.core import faults, perf_hooks
+from xtrain.core import failpoints
 from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.core.checkpoint_dir import CheckpointDir, NothingToResume
 from xtrain.core.comm import Communicator, FlatGrads
@@ -168,17 +169,12 @@ def train_step(
     t: TrainConfig,
     dropout_seeds: list[int],
     dropout_rows: list[list[int]] | None = None,
-    grad_scale: float = 1.0,
-    loss_divisor: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over this rank's micro-batches. Returns (local mean loss, grad norm) on device.
 
     `dropout_rows`: the global batch index of each micro-batch's rows (per-sample dropout masks).
-    `grad_scale` multiplies the synchronised gradients: 1, except to inject the grad_sum fault;
-    `loss_divisor` divides each micro-batch loss: the micro-batch count, except under accum_undivided.
     """
     k = len(micro)
-    div = k if loss_divisor is None else loss_divisor
     loss_sum = torch.zeros((), device=comm.device)
     for m, (x, y) in enumerate(micro):
         model.set_dropout_seed(dropout_seeds[m], dropout_rows[m] if dropout_rows else None)
@@ -187,12 +183,10 @@ def train_step(
             with autocast(t, comm.device):
                 logits = module(x)
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
-            (loss / div).backward()
+            (loss / k).backward()
         loss_sum += loss.detach()
     comm.sync_grads(grads)
     params = [p for p in model.parameters()]
-    if grad_scale != 1.0:
-        torch._foreach_mul_([p.grad for p in params], grad_scale)
     if t.grad_clip > 0:
         gnorm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip, foreach=True)
     else:
@@ -231,8 +225,6 @@ def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communica
         return float(total)
     finally:
         model.train(was_training)
-        if faults.stays_in_eval(comm.rank, comm.world):  # the seed's T21 as it happened (a control)
-            model.eval()
 
 
 def cross_rank_agreement(model: nn.Module, comm: Communicator) -> tuple[list[float], list[float]]:
@@ -292,9 +284,6 @@ class Checkpointer:
                 f"run's {run.config_hash()}: refusing to resume a different configuration"
             )
         restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
-        if faults.drops_adam_v(self.rank, int(state["step"])):
-            for s in opt.state.values():
-                s["exp_avg_sq"].zero_()
         return History.from_dict(state["history"]), int(state["step"])
 
     def due(self, done: int) -> bool:
@@ -357,6 +346,7 @@ class Trainer:
     grads: FlatGrads | None
     data: TokenData
     spec: RunSpec
+    failpoint: Callable[[int], bool] | None = None  # xtrain.core.failpoints.step_failpoint
     ledger: StepLedger = field(default_factory=StepLedger)  # samples and dropout masks per step
     warned: bool = False  # the eval-mode warning is printed once per rank and run
 
@@ -378,21 +368,14 @@ class Trainer:
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         comm, spec, t = self.comm, self.spec, self.spec.run.train
         not_training = self.train_mode(step)
-        poison = faults.at_step(comm.rank, step, spec.run_dir)
+        poison = self.failpoint is not None and self.failpoint(step)
         lr = lr_at(step, t)
-        if not (t.fused_adamw and faults.fused_lr_frozen(comm.rank, step)):
-            set_lr(self.opt, lr)
+        set_lr(self.opt, lr)
         batch = step_batch(
             self.data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
         # One dropout seed per step for every rank: masks are per global sample (xtrain/core/model.py).
-        dropout_seed = faults.dropout_seed(
-            spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
-        )
-        grad_scale = faults.grad_scale(comm.rank, step, comm.world)
-        eval_fault = faults.eval_mode(comm.rank, step, comm.world)
-        if eval_fault:  # past the train-mode guard: the bug it exists for, as the pilot's control
-            self.model.eval()
+        dropout_seed = derive_seed(spec.run.seed, "dropout", step)
         comm.progress(step)
         loss, gnorm = train_step(
             self.module,
@@ -404,13 +387,8 @@ class Trainer:
             t,
             [dropout_seed] * t.grad_accum,
             batch.rows,
-            grad_scale,
-            faults.loss_divisor(comm.rank, step, t.grad_accum),
         )
-        if eval_fault:
-            self.model.train()
         self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn(), not_training)
-        perf_hooks.step_delay()
         if poison:
             loss = loss * float("nan")
         return loss, gnorm, lr
@@ -420,17 +398,12 @@ def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec:
     """The launchers have refused a world that cannot split the batch (config.check_world)."""
     t = spec.run.train
     model.train()
-    if t.precision == "bf16" and faults.bf16_weights(comm.rank):
-        model.to(torch.bfloat16)
-    if model.cfg.recompute and faults.recompute_drift(comm.rank):
-        drift = faults.RecomputeDrift()
-        for layer in model.model.layers:
-            layer.register_forward_pre_hook(drift)
     module = comm.wrap(model)
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
     grads = flat_grads(model, comm)
-    return Trainer(comm, model, module, build_optimizer(model, t), grads, data, spec)
+    failpoint = failpoints.step_failpoint(comm.rank, spec.run_dir)
+    return Trainer(comm, model, module, build_optimizer(model, t), grads, data, spec, failpoint)
 
 
 def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> RankResult:
@@ -443,7 +416,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     if start == 0 and eval_due(t.eval_every, t.steps, 0):
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
 
-    injected = perf_hooks.hold(comm.device)  # test hook: held until the peak is read
+    injected = failpoints.hold(comm.device)  # a failpoint: held until the peak is read
     timer = StepTimer(lambda: _sync(comm.device), t.global_batch * t.seq_len)
     window = StepWindow(comm, timer, history, progress)
     timer.start()
