@@ -147,7 +147,7 @@ def test_nothing_in_the_product_knows_the_bugs() -> None:
 def test_the_step_takes_no_injection_parameter() -> None:
     """train_step's and Trainer.step's parameters are the step's own (grad_scale, loss_divisor are gone)."""
     assert list(inspect.signature(train_step).parameters) == [
-        "module", "model", "opt", "micro", "comm", "grads", "t", "dropout_seeds", "dropout_rows",
+        "module", "model", "opt", "micro", "comm", "grads", "t", "dropout_seeds", "dropout_rows", "params",
     ]  # fmt: skip
     assert list(inspect.signature(Trainer.step).parameters) == ["self", "step"]
 

@@ -169,13 +169,15 @@ def train_step(
     t: TrainConfig,
     dropout_seeds: list[int],
     dropout_rows: list[list[int]] | None = None,
+    params: list[nn.Parameter] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over this rank's micro-batches. Returns (local mean loss, grad norm) on device.
 
     `dropout_rows`: the global batch index of each micro-batch's rows (per-sample dropout masks).
+    `params`: the model's parameters, listed once by the caller (else walked here, every step).
     """
     k = len(micro)
-    loss_sum = torch.zeros((), device=comm.device)
+    losses = []
     for m, (x, y) in enumerate(micro):
         model.set_dropout_seed(dropout_seeds[m], dropout_rows[m] if dropout_rows else None)
         sync_ctx = comm.no_sync(module) if m < k - 1 else contextlib.nullcontext()
@@ -184,9 +186,9 @@ def train_step(
                 logits = module(x)
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
             (loss / k).backward()
-        loss_sum += loss.detach()
+        losses.append(loss.detach())
     comm.sync_grads(grads)
-    params = [p for p in model.parameters()]
+    params = list(model.parameters()) if params is None else params
     if t.grad_clip > 0:
         gnorm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip, foreach=True)
     else:
@@ -196,7 +198,18 @@ def train_step(
         grads.zero_()
     else:
         opt.zero_grad(set_to_none=True)
-    return loss_sum / k, gnorm.detach()
+    return _mean_loss(losses), gnorm.detach()
+
+
+def _mean_loss(losses: list[torch.Tensor]) -> torch.Tensor:
+    """The micro-batch losses' mean, bitwise what summing from zero then dividing gives; one
+    micro-batch (the common case) launches no kernel for it."""
+    if len(losses) == 1:
+        return losses[0]
+    total = losses[0].clone()
+    for loss in losses[1:]:
+        total += loss
+    return total / len(losses)
 
 
 @torch.no_grad()
@@ -337,7 +350,13 @@ class StepWindow:
 
 @dataclass
 class Trainer:
-    """What one rank's optimizer step needs; step() runs one and returns (loss, grad norm, lr)."""
+    """What one rank's optimizer step needs; step() runs one and returns (loss, grad norm, lr).
+
+    Everything a step can look up once is looked up in build_trainer: the parameter list, the
+    failpoint (None unless a test armed one), whether the model is in training mode. That mode
+    changes only where the loop calls evaluate(), so watch_mode() reads it after each evaluation,
+    not every step; a step that left training mode inside itself draws no dropout masks, which the
+    sample ledger records and the gates compare exactly."""
 
     comm: Communicator
     model: Transformer
@@ -346,9 +365,15 @@ class Trainer:
     grads: FlatGrads | None
     data: TokenData
     spec: RunSpec
+    params: list[nn.Parameter] | None = None  # listed once (None: train_step walks the model)
     failpoint: Callable[[int], bool] | None = None  # xtrain.core.failpoints.step_failpoint
     ledger: StepLedger = field(default_factory=StepLedger)  # samples and dropout masks per step
+    not_training: int = 0  # 1 while some module is out of training mode (recorded per step)
     warned: bool = False  # the eval-mode warning is printed once per rank and run
+
+    def watch_mode(self, step: int) -> None:
+        """Read the model's mode before training step `step` (the first, or the one after an eval)."""
+        self.not_training = self.train_mode(step)
 
     def train_mode(self, step: int) -> int:
         """1 when a module is not in training mode at this step (recorded), else 0; warns once."""
@@ -367,7 +392,6 @@ class Trainer:
 
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         comm, spec, t = self.comm, self.spec, self.spec.run.train
-        not_training = self.train_mode(step)
         poison = self.failpoint is not None and self.failpoint(step)
         lr = lr_at(step, t)
         set_lr(self.opt, lr)
@@ -387,8 +411,9 @@ class Trainer:
             t,
             [dropout_seed] * t.grad_accum,
             batch.rows,
+            self.params,
         )
-        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn(), not_training)
+        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn(), self.not_training)
         if poison:
             loss = loss * float("nan")
         return loss, gnorm, lr
@@ -403,7 +428,8 @@ def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec:
         module = torch.compile(module, mode=t.compile_mode)
     grads = flat_grads(model, comm)
     failpoint = failpoints.step_failpoint(comm.rank, spec.run_dir)
-    return Trainer(comm, model, module, build_optimizer(model, t), grads, data, spec, failpoint)
+    opt = build_optimizer(model, t)
+    return Trainer(comm, model, module, opt, grads, data, spec, list(model.parameters()), failpoint)
 
 
 def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> RankResult:
@@ -415,6 +441,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     progress = Progress(t.steps, start, f"{spec.launcher} w{comm.world}", enabled=comm.rank == 0)
     if start == 0 and eval_due(t.eval_every, t.steps, 0):
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
+    trainer.watch_mode(start)
 
     injected = failpoints.hold(comm.device)  # a failpoint: held until the peak is read
     timer = StepTimer(lambda: _sync(comm.device), t.global_batch * t.seq_len)
@@ -430,6 +457,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             with timer.paused():
                 history.evals.append({"step": done, "loss": evaluate(model, data, spec, comm)})
                 progress.note(f"step {done}: val loss {history.evals[-1]['loss']:.4f}")
+            trainer.watch_mode(done)
         if ckpt.due(done):
             window.flush()
             with timer.paused():
