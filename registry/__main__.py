@@ -40,6 +40,7 @@ from registry.checks import (
     validate_everything,
 )
 from registry.provenance import provenance
+from registry.sealed import seal
 from registry.store import (
     MANIFEST,
     ROOT,
@@ -48,7 +49,6 @@ from registry.store import (
     check_export,
     compare_files,
     export_files,
-    seal,
     write_once,
 )
 from xtrain.core.checkpoint_dir import resolve_checkpoint
