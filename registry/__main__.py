@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import artifact_table, outputs
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
@@ -51,7 +52,6 @@ from registry.store import (
     export_files,
     write_once,
 )
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 
 MIN_REASON = 10
 

@@ -21,13 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from contracts import artifact_table
+from contracts.checkpoint_dir import CheckpointDir, NothingToResume
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
 from params.config import RunConfig, TrainConfig
 from xtrain.core import failpoints
 from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
-from xtrain.core.checkpoint_dir import CheckpointDir, NothingToResume
 from xtrain.core.comm import Communicator, FlatGrads
 from xtrain.core.data import TokenData, eval_batches, step_batch
 from xtrain.core.determinism import derive_seed
