@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from contracts import artifact_table, outputs
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.validate import load_json
 from pipeline import stage
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 from xtrain.core.corpus import load_split
 from xtrain.export.closed_loop_run import closed_loop, print_summary
 

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from contracts import outputs
+from contracts.checkpoint_dir import CheckpointNotFound
 from pipeline import stage
 from registry.store import Registry
-from xtrain.core.checkpoint_dir import CheckpointNotFound
 from xtrain.export.hf_folder import DTYPES, ExportError, export
 
 ERRORS = (ExportError, CheckpointNotFound, ValueError)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import artifact_table, outputs
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
@@ -40,6 +41,7 @@ from registry.checks import (
     validate_everything,
 )
 from registry.provenance import provenance
+from registry.sealed import seal
 from registry.store import (
     MANIFEST,
     ROOT,
@@ -48,10 +50,8 @@ from registry.store import (
     check_export,
     compare_files,
     export_files,
-    seal,
     write_once,
 )
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 
 MIN_REASON = 10
 CHECK_REPORT = outputs.json_kind("registry check", artifact_table.artifact("registry_check").format)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from contracts.fileio import atomic_write_json, md5_file, sha256_file
 from contracts.validate import ValidationError
-from registry.store import VERSION_FILE, load_sealed, seal
+from registry.sealed import VERSION_FILE, load_sealed, seal
 
 INDEX = "index.json"
 FORMAT = "xtrain-registry-index/1"

@@ -24,12 +24,12 @@ from pathlib import Path
 import yaml
 
 from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.fileio import atomic_write_json, md5_file
 from gates.__main__ import main as gates_main
 from params.config import set_in_file
 from registry import index as registry_index
 from registry.__main__ import main as registry_main
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 from xtrain.export.closed_loop_run import closed_loop
 from xtrain.export.hf_folder import export

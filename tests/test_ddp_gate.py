@@ -2,8 +2,9 @@
 
 Every run here is the real training code on the tiny config with dropout on (masks per global
 sample, so DDP equals single device up to summation order even with dropout). The negative
-controls inject real bugs through xtrain/core/faults.py: gradients summed instead of averaged, every
-rank reading rank 0's shard, one rank's dropout seed out of sync. Each must fail the gate with the
+controls inject real bugs from outside xtrain (tests/bug_layer/xtrain_bugs.py: in this process for the
+thread ranks, through XTRAIN_TEST_PATCH in every torchrun worker): gradients summed instead of
+averaged, every rank reading rank 0's shard, one rank's dropout seed out of sync. Each must fail the gate with the
 configured thresholds of params.yaml, under the thread launcher and (for two) real torchrun.
 """
 
@@ -19,11 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from bug_layer import xtrain_bugs as bugs
 from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_run_config, tiny_spec
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
-from xtrain.core import faults
+from xtrain.core import failpoints
 from xtrain.core.data import TokenData, step_batch
 from xtrain.core.fingerprint import hash32
 from xtrain.core.launch import RankFailed, run_single, run_threads, torchrun_cmd
@@ -46,13 +48,13 @@ def thread_run(data: TinyData, run_dir: Path, world: int, model: dict | None = D
 
 
 def torchrun(
-    data: TinyData, run_dir: Path, fault: str | None = None, world: int = 2, timeout: float = 180
+    data: TinyData, run_dir: Path, bug: str | None = None, world: int = 2, timeout: float = 180
 ) -> dict:
     sets = [f"model.{k}={v}" for k, v in DROPOUT.items()]
     cmd = torchrun_cmd(world, "pipeline.train", "proc", *tiny_cli(data, run_dir, *sets))
-    env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
-    if fault:
-        env["XTRAIN_FAULT"] = fault
+    env = {k: v for k, v in os.environ.items() if k not in ("XTRAIN_FAULT", bugs.ENV)}
+    if bug:
+        env = bugs.bug_env(bug, env)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return metrics(run_dir)
@@ -105,8 +107,8 @@ def test_correct_ddp_under_torchrun_passes(tiny_data: TinyData, single: dict, tm
 # --- negative controls: real DDP bugs fail ------------------------------------------------------
 
 
-def faulty_thread_run(data: TinyData, run_dir: Path, world: int, fault: str, monkeypatch) -> dict:
-    monkeypatch.setattr(faults, "_FAULT", faults.parse(fault))
+def faulty_thread_run(data: TinyData, run_dir: Path, world: int, bug: str, monkeypatch) -> dict:
+    bugs.inject(monkeypatch, bug)
     return thread_run(data, run_dir, world)
 
 
@@ -172,7 +174,7 @@ def test_without_dropout_an_unsynchronised_dropout_seed_changes_nothing(
 ) -> None:
     """The fault only exists where there is dropout: the gate must not flag a dropout-free run."""
     run_single(tiny_spec(tiny_data, run_dir=tmp_path / "single", train=TRAIN))
-    monkeypatch.setattr(faults, "_FAULT", faults.parse("dropout_unsync@1:0"))
+    bugs.inject(monkeypatch, "dropout_unsync@1:0")
     run = thread_run(tiny_data, tmp_path / "thread", 2, model=None)
     assert verdict(metrics(tmp_path / "single"), run).status == "pass"
     assert set(run["samples"]["dropout_hash_sum"]) == {0}
@@ -206,10 +208,10 @@ def test_the_fingerprints_survive_a_crash_and_resume(
     tiny_data: TinyData, thread2: dict, tmp_path: Path, monkeypatch
 ) -> None:
     spec = tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, model=DROPOUT, train=TRAIN)
-    monkeypatch.setattr(faults, "_FAULT", faults.parse("raise@1:8"))
+    monkeypatch.setattr(failpoints, "_FAULT", failpoints.parse("raise@1:8"))
     with pytest.raises(RankFailed):
         run_threads(spec, 2, 30)
-    monkeypatch.setattr(faults, "_FAULT", None)
+    monkeypatch.setattr(failpoints, "_FAULT", None)
     run_threads(dataclasses.replace(spec, resume=True), 2, 30)
     resumed = metrics(tmp_path)
     assert resumed["resumed_from_step"] == 6
