@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import FileWriteError
-from contracts.validate import ValidationError
+from contracts.errors import FileWriteError, ValidationError
 
 
 def canonical_json(obj: Any) -> str:

@@ -16,32 +16,11 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from contracts.errors import XtrainError
-
-
-class ValidationError(XtrainError, ValueError):
-    """A file or value failed validation; str(err) is one line naming file, key, rule and next step."""
-
-    exit_code = 2
-
-    def __init__(self, source: str, key: str, problem: str, rule: str = "", hint: str = "") -> None:
-        self.source, self.key, self.problem, self.rule, self.hint = source, key, problem, rule, hint
-        key, problem = clip(printable(key), 100), clip(printable(problem), 160)  # a hostile file's own text
-        where = f"{source}: {key}" if key else source
-        tail = f" (rule: {rule})" if rule else ""
-        step = f"; next: {hint}" if hint else ""
-        super().__init__(printable(f"{where}: {problem}{tail}{step}"))
-
-
-def clip(text: str, limit: int) -> str:
-    """`text`, cut to `limit` characters with an ellipsis (a 10 KB key must not make a 10 KB error line)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def printable(text: str) -> str:
-    """One line whatever a file holds: a key or value with a newline (or any unprintable character)
-    is shown escaped, so it can neither split the error nor forge a second line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+from contracts.errors import (  # re-exported: their home is errors
+    ValidationError,
+    clip,
+)
+from contracts.fileio import read_json
 
 
 @cache
@@ -174,8 +153,6 @@ def validate(instance: Any, schema: dict[str, Any], source: str, strict: bool = 
 def load_json(path: str, schema: dict[str, Any] | None = None) -> Any:
     """Read a JSON file, bounded (contracts/fileio.py read_json: a regular file, size and depth capped;
     one-line errors), and validate it if a schema is given."""
-    from contracts.fileio import read_json  # fileio raises this module's ValidationError
-
     data = read_json(path)
     if schema is not None:
         validate(data, schema, path)
