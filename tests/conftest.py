@@ -296,3 +296,10 @@ def cuda_runs(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory):
 
     return CudaRuns(tiny_data, tmp_path_factory.mktemp("cuda-runs"))
 
+
+@pytest.fixture(scope="session")
+def proc_runs(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory):
+    """Real torchrun runs of the tiny config shared by the DDP tests that only read them (tests/proc_runs.py)."""
+    from proc_runs import ProcRuns
+
+    return ProcRuns(tiny_data, tmp_path_factory.mktemp("proc-runs"))
