@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Nightly GPU job: install, GPU smoke tests, the pipeline with the GPU profile on every visible GPU,
-# the gates, a determinism probe, the test suite (DDP tests serially); optionally the benchmark.
+# Nightly GPU job: install, the pipeline with the GPU profile on every visible GPU, the gates, the
+# determinism probe and the GPU tests (serially); optionally the CPU suite, the benchmark and the
+# mutation campaign. The CPU suite is CI's job on every push (NIGHTLY_CPU_TESTS=1 adds it here).
 #
 #   ci/nightly-gpu.sh                     # a runner with a package index
 #   WHEELHOUSE=.whl ci/nightly-gpu.sh     # an offline runner: missing wheels are unpacked beside the image's
 #
-# Everything worth keeping lands in $ARTIFACTS (default: artifacts/). Exit status: non-zero if the
-# pipeline, the gates or the tests failed (each step still runs, so one failure shows all the others).
+# Everything worth keeping lands in $ARTIFACTS (default: artifacts/), timings.txt with each step's
+# wall time. Exit status: non-zero if the pipeline, the gates or the tests failed (each step still
+# runs, so one failure shows all the others).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export DVC_NO_ANALYTICS=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -84,83 +86,52 @@ PYEOF
 )
 pin() { if command -v taskset > /dev/null && [ "$NCPU" -ge 4 ]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
 
-# The rest of the suite needs no GPU: it runs beside the GPU pipeline (DDP tests serially in their
-# xdist group), so the nightly waits for the slower of the two.
-step "tests in the background (CPU only, cores $CPU_CORES)"
-# Two sessions: the DDP tests serially in one process (their chain, 220 s on a quiet 2-core box, is the
-# suite's long pole; in one xdist session the suite had not finished at 6 min 40 s on an H200 pair),
-# everything else on xdist workers. The GPU test files skip their GPU tests here; their CPU negative
-# control runs here. Two threads per worker: whole-box thread pools oversubscribed the cores.
+# The CPU suite is CI's (ci/test.sh on every push); here only on request, on the test half of the cores.
 tests_pids=()
-if [ "${NIGHTLY_TESTS:-1}" = 1 ]; then
+if [ "${NIGHTLY_CPU_TESTS:-0}" = 1 ]; then
+  step "CPU tests in the background (cores $CPU_CORES)"
   cpu_pytest() {
-    CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=2 HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-nightly}" pin "$CPU_CORES" python3 -m pytest -v -p no:cacheprovider -rfE --durations=25 "$@"
+    CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=2 pin "$CPU_CORES" python3 -m pytest -v -p no:cacheprovider -rfE --durations=25 "$@"
   }
   ( cpu_pytest -m ddp 2>&1 | stamp ) > "$ART/tests-ddp.log" & tests_pids+=($!)  # pipefail: pytest's status
   cpu_pytest -m "not ddp" -n "${NIGHTLY_TEST_WORKERS:-7}" --dist loadgroup > "$ART/tests.log" 2>&1 & tests_pids+=($!)
 fi
 
-step "dvc repro tokenizer (the determinism probe trains on its tokens)"
-$DVC repro tokenizer 2>&1 | tail -n 2
+# The whole pipeline, independent stages side by side (pipeline/schedule.py): the timed stages (the
+# trainings, whose windows perf.throughput judges, and scaling) each run alone; the pilot's GPU runs
+# overlap the CPU-only export, registry check, closed loop and probes.
+step "pipeline: python -m pipeline.repro --jobs ${NIGHTLY_JOBS:-4}"
+pin "$GPU_CORES" python3 -m pipeline.repro --no-pull --jobs "${NIGHTLY_JOBS:-4}" 2>&1 | stamp | tee "$ART/repro.log" \
+  | grep -vE "^[0-9:]+ \[[a-z_@]+\] \[(single|thread|proc) w"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "pipeline (repro.log)"
 
-# The probe is not timed by any gate: it runs on the test half of the cores, so train_single, whose
-# windows perf.throughput judges, has the pipeline half to itself.
-step "train_single, and the determinism probe beside it on cuda:$((NGPU - 1))"
-( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) pin "$CPU_CORES" python3 -m pipeline.train single --run-dir runs/rerun \
+step "gates: the verdict"
+python3 -m gates check 2>&1 | tee "$ART/gates.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "gates"
+echo "=== nightly: verdict at +$((SECONDS - T0)) s"
+
+# After the verdict, untimed: a second fresh single run (the determinism probe) and the GPU tests
+# (CUDA paths, NCCL, the DDP gate's CUDA controls; serially in one session over shared runs,
+# tests/cuda_runs.py), side by side on the GPU; the report's pages are drawn meanwhile.
+step "determinism probe and GPU tests (serial), side by side"
+( CUDA_VISIBLE_DEVICES=$((NGPU - 1)) python3 -m pipeline.train single --run-dir runs/rerun \
     && python3 -m pipeline.export runs/rerun exports/rerun --dtype "$(python3 -m pipeline.config get export.dtype)" \
        --name "$(python3 -m pipeline.config get export.pinned_model)-fresh" ) \
   > "$ART/rerun.log" 2>&1 &
 probe_pid=$!
-pin "$GPU_CORES" $DVC repro train_single 2>&1 | grep -vE "^\[(single|thread|proc) w" | tail -n 4
-wait $probe_pid || fail "determinism probe (see rerun.log)"
-
-repro() {  # dvc repro TARGETS, pinned, timestamped, appended to repro.log
-  pin "$GPU_CORES" $DVC repro "$@" 2>&1 | stamp | tee -a "$ART/repro.log" | grep -vE "^[0-9:]+ \[(single|thread|proc) w"
-  local rc=("${PIPESTATUS[@]}")
-  [ "${rc[0]}" -eq 0 ] || fail "dvc repro $* (repro.log)"
-}
-step "dvc repro train (both launchers at world $WORLD)"
-repro train
-
-# The GPU tests (CUDA paths, NCCL, the DDP gate's CUDA controls) run serially in one session over
-# shared runs (tests/cuda_runs.py), beside the stages that need no GPU (export, registry check,
-# closed loop: all on the CPU) and before the timed scaling stage, which must have the GPUs alone.
-# (their host side goes to the test half of the cores: the closed loop keeps the other half)
-step "GPU tests (serial), beside dvc repro closed_loop (CPU only)"
-gpu_tests=0
+gpu_pid=
 if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
-  pin "$CPU_CORES" python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
+  python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
     -k "not gloo" > "$ART/gpu-tests.log" 2>&1 &
   gpu_pid=$!
 fi
-repro closed_loop
-if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
-  wait "$gpu_pid" || gpu_tests=$?
+python3 -m gates check --report "$ART/gates.json" --html "$ART/gates.html" --junit "$ART/gates-junit.xml" \
+  --markdown "$ART/gates.md" > /dev/null 2>&1  # the same verdict, drawn (its exit code was taken above)
+wait $probe_pid || fail "determinism probe (see rerun.log)"
+if [ -n "$gpu_pid" ]; then
+  wait "$gpu_pid" || fail "GPU tests (gpu-tests.log)"
   grep -E "^(thread|proc) world|passed|failed" "$ART/gpu-tests.log" | tail -n 20 | tee "$ART/gpu-tests.txt"
-  [ "$gpu_tests" -eq 0 ] || fail "GPU tests (gpu-tests.log)"
 fi
-
-step "dvc repro (the rest: scaling)"
-repro
-
-# The timed stages are done: the tests still running get every core (a process's later children
-# inherit its mask), unless the benchmark, which times the pipeline half, is still to come.
-widen() {
-  local p
-  for p in "$@"; do
-    taskset -a -p -c "$GPU_CORES,$CPU_CORES" "$p" > /dev/null 2>&1
-    # shellcheck disable=SC2046  # one pid per word
-    widen $(pgrep -P "$p")
-  done
-}
-if [ "$BENCH" != 1 ] && [ "${#tests_pids[@]}" -gt 0 ] && command -v taskset > /dev/null && command -v pgrep > /dev/null; then
-  widen "${tests_pids[@]}"
-fi
-
-step "gates"
-python3 -m gates check --html "$ART/gates.html" --junit "$ART/gates-junit.xml" --markdown "$ART/gates.md" \
-  2>&1 | tee "$ART/gates.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "gates"
 
 step "determinism probe: the two fresh runs compared"
 python3 - <<'PYEOF' | tee "$ART/determinism.txt"
@@ -174,7 +145,9 @@ same = all(a[k]["md5"] == b[k]["md5"] for k in a)
 print(f"two fresh runs (cuda:0, cuda:last): export md5 {'IDENTICAL' if same else 'DIFFERENT'} "
       f"(model.safetensors {a['model.safetensors']['md5']} vs {b['model.safetensors']['md5']}); "
       f"losses: {len(diff)} of {len(la)} steps differ")
+raise SystemExit(0 if same and not diff else 1)
 PYEOF
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "determinism: two fresh runs differ (determinism.txt)"
 
 if [ "${#tests_pids[@]}" -gt 0 ]; then
   step "tests: waiting for the background suite"

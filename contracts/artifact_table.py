@@ -42,6 +42,8 @@ TABLE: dict[str, Artifact] = {
             "xtrain-registry-check/1",
             "registry_check.schema.json",
         ),
+        Artifact("env", "runs/env.json", "xtrain-env/1", "env.schema.json"),
+        Artifact("repro", "reports/repro.json", "xtrain-repro/1", "repro.schema.json"),
         Artifact("probes", "runs/probes.json", "xtrain-probes/1", "probes.schema.json"),
         Artifact("pilot", "runs/pilot/pilot.json", "xtrain-pilot/2", "pilot.schema.json"),
         Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1", "scaling.schema.json"),

@@ -26,6 +26,31 @@ class XtrainError(Exception):
     exit_code = 1
 
 
+class ValidationError(XtrainError, ValueError):
+    """A file or value failed validation; str(err) is one line naming file, key, rule and next step."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, key: str, problem: str, rule: str = "", hint: str = "") -> None:
+        self.source, self.key, self.problem, self.rule, self.hint = source, key, problem, rule, hint
+        key, problem = clip(printable(key), 100), clip(printable(problem), 160)  # a hostile file's own text
+        where = f"{source}: {key}" if key else source
+        tail = f" (rule: {rule})" if rule else ""
+        step = f"; next: {hint}" if hint else ""
+        super().__init__(printable(f"{where}: {problem}{tail}{step}"))
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with an ellipsis (a 10 KB key must not make a 10 KB error line)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def printable(text: str) -> str:
+    """One line whatever a file holds: a key or value with a newline (or any unprintable character)
+    is shown escaped, so it can neither split the error nor forge a second line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class FileWriteError(XtrainError):
     """Writing an artifact failed (full disk, permissions, file size limit): the file is named."""
 

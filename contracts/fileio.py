@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import FileWriteError
-from contracts.validate import ValidationError
+from contracts.errors import FileWriteError, ValidationError
 
 
 def canonical_json(obj: Any) -> str:
@@ -38,7 +37,11 @@ def naming_the_file(path: str | Path, scratch: Path | None = None) -> Iterator[N
     try:
         yield
     except OSError as e:
-        name = Path(e.filename) if e.filename else Path(path)
+        # a copy that runs out of room fails on its destination, which shutil names second
+        written = (
+            e.filename2 if e.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT) and e.filename2 else None
+        )
+        name = Path(written or e.filename or path)
         if scratch is not None and name.is_relative_to(scratch):
             name = Path(path) / name.relative_to(scratch)
         raise FileWriteError(name, e) from e
@@ -154,3 +157,48 @@ def read_regular(path: str | Path, limit: int, source: str = "", key: str = "", 
             source, where, "grew larger than the limit while read", f"<= {limit} bytes", hint
         )
     return data
+
+
+MAX_JSON_BYTES = 256 << 20  # an input JSON file; the largest the pipeline writes (metrics.json) is ~1 MB
+MAX_JSON_DEPTH = 64  # the deepest artifact nests 6 levels
+
+
+def too_deep(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `data` nests deeper than `limit` (iterative: no recursion to exhaust)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def read_json(path: str | Path, source: str = "", limit: int = MAX_JSON_BYTES, hint: str = "") -> Any:
+    """The JSON value of a regular file of at most `limit` bytes, nested at most MAX_JSON_DEPTH deep.
+
+    Every JSON input is read here: `gates diff /dev/zero /dev/zero` ran until the kernel killed it at
+    ~22 GB, and a deeply nested report gave a RecursionError (exit 1: "a gate got worse"). A device,
+    FIFO or folder is refused by type, a file over `limit` by size, text that is not UTF-8 or JSON by
+    line and column, and nesting over MAX_JSON_DEPTH before any schema walks it: a ValidationError
+    naming the file (exit 2). YAML inputs have the same rules in contracts/yamlfile.py."""
+    source = source or str(path)
+    data = read_regular(path, limit, source, hint=hint)
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValidationError(
+            source, f"byte {e.start}", "not UTF-8 text", "a UTF-8 JSON file", hint
+        ) from None
+    except json.JSONDecodeError as e:
+        raise ValidationError(
+            source, f"line {e.lineno} column {e.colno}", f"not valid JSON: {e.msg}"
+        ) from None
+    except RecursionError:
+        raise ValidationError(source, "", f"nested deeper than {MAX_JSON_DEPTH} levels", "", hint) from None
+    if too_deep(value):
+        raise ValidationError(source, "", f"nested deeper than {MAX_JSON_DEPTH} levels", "", hint)
+    return value

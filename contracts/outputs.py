@@ -10,7 +10,11 @@ Before it touches anything, and again just before it swaps its staged output in,
     a file recognised by its content (its `format` tag, or the first line a report starts with).
 Anything else is refused in one line, exit 2, naming the path, and nothing is touched: a file where a
 folder goes or a folder where a file goes, a symbolic link, a folder without the marker or with
-another kind's, a git repository's root, the working directory or any folder above it.
+another kind's, a git repository's root, the working directory or any folder above it, an empty
+file git tracks (an `__init__.py`: a source file, not a placeholder such as $GITHUB_STEP_SUMMARY),
+and a path whose folder leads through a symbolic link out of the repository it is named in.
+A command names each output flag's kind with `output_flag` (tests/test_output_guard.py finds every
+one in the argparse parsers and points it at params.yaml, a source file and an unrelated folder).
 
 Writers stage beside the target (a fresh `.NAME.XXXX.tmp`) and swap in one rename (contracts.fileio).
 docs/hostile-input.md ("never destroy") says why exports carry no marker.
@@ -22,10 +26,12 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_bytes, canonical_json, naming_the_file, replace_directory
@@ -121,6 +127,38 @@ JUNIT_REPORT = Kind(
     recognise=starts_with(b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="xtrain-gates"'),
 )
 MARKDOWN_REPORT = Kind("Markdown report", folder=False, recognise=starts_with(b"## xtrain-gates: "))
+PICTURE = Kind("PNG picture", folder=False, recognise=starts_with(b"\x89PNG\r\n\x1a\n"))
+# torch.onnx's ModelProto: field 1 (ir_version) first, and the producer it names
+ONNX_GRAPH = Kind(
+    "ONNX graph", folder=False, recognise=lambda p: starts_with(b"\x08")(p) and _names(p, b"pytorch")
+)
+
+
+def _names(path: Path, word: bytes) -> bool:
+    with open(path, "rb") as f:
+        return word in f.read(4096)
+
+
+def files_folder(name: str, files: tuple[str, ...]) -> Kind:
+    """A folder that stages write known files into (data/, bench/): it may hold only those files, DVC's
+    .gitignore and folders of the same kind (bench/profiled); each file is replaced on its own."""
+
+    def recognise(path: Path) -> bool:
+        for entry in os.scandir(path):
+            if entry.is_dir(follow_symlinks=False):
+                if not recognise(Path(entry.path)):
+                    return False
+            elif entry.name not in (*files, ".gitignore") or entry.is_symlink():
+                return False
+        return True
+
+    return Kind(name, folder=True, recognise=recognise)
+
+
+DATA_FOLDER = files_folder(
+    "data folder", ("corpus.txt", "corpus.json", "tokenizer.json", "tokens.safetensors", "tokens.json")
+)
+SCALING_FOLDER = files_folder("scaling output", ("scaling.json", "scaling.png", "profile.json"))
 
 
 def json_kind(name: str, tag: str | None) -> Kind:
@@ -162,14 +200,48 @@ def _folder_problem(path: Path, kind: Kind) -> str | None:
     return f"a folder of {len(entries)} entries that is not a previous {kind.name} (no {MARKER})"
 
 
+def _tracked(path: Path) -> bool:
+    """git tracks `path` (False outside git, or without git)."""
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(path.parent), "ls-files", "--error-unmatch", "--", path.name],
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
+
+
 def _file_problem(path: Path, kind: Kind) -> str | None:
     if path.is_dir():
         return "it is a folder, not a file"
     if not path.is_file():
         return "it is not a regular file"
-    if path.stat().st_size == 0 or kind.recognise(path):
+    if path.stat().st_size == 0:
+        return "it is an empty file git tracks (a source file, not a placeholder)" if _tracked(path) else None
+    if kind.recognise(path):
         return None
     return f"the file there is not a previous {kind.name}"
+
+
+def _repository(folder: Path) -> Path | None:
+    """The top of the git repository `folder` lies in, found without resolving links; None outside one."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def leaves_repository(path: Path) -> str | None:
+    """A path named inside a repository whose folder leads through a symbolic link out of it."""
+    folder = Path(os.path.abspath(path)).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    real, top = folder.resolve(), _repository(folder)
+    if top is None or real == folder or real.is_relative_to(top.resolve()):
+        return None
+    return f"its folder leads through a symbolic link to {real}, outside the repository {top}"
 
 
 def check(path: str | Path, kind: Kind) -> Path:
@@ -177,6 +249,8 @@ def check(path: str | Path, kind: Kind) -> Path:
     path = Path(path)
     if path.is_symlink():
         problem: str | None = f"it is a symbolic link (to {os.readlink(path)})"
+    elif escape := leaves_repository(path):
+        problem = escape
     elif not path.exists():
         problem = None
     else:
@@ -218,3 +292,18 @@ def write_file(path: str | Path, data: bytes | str, kind: Kind) -> None:
     """Write one output file atomically, only where `kind` may go."""
     check(path, kind)
     atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def output_flag(action: Any, kind: Kind) -> Any:
+    """Mark an argparse action as naming an output of `kind` (tests/test_output_guard.py finds them all);
+    returns the action. Library code never imports argparse: the action is any object."""
+    action.xtrain_output = kind
+    return action
+
+
+def leftovers(path: str | Path) -> list[Path]:
+    """The scratch twins an interrupted writer of `path` left beside it (`.NAME.*.tmp`, `.NAME.*.old`)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    return sorted(p for pattern in (".*.tmp", ".*.old") for p in path.parent.glob(f".{path.name}{pattern}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -15,26 +16,11 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from contracts.errors import XtrainError
-
-
-class ValidationError(XtrainError, ValueError):
-    """A file or value failed validation; str(err) is one line naming file, key, rule and next step."""
-
-    exit_code = 2
-
-    def __init__(self, source: str, key: str, problem: str, rule: str = "", hint: str = "") -> None:
-        self.source, self.key, self.problem, self.rule, self.hint = source, key, problem, rule, hint
-        where = f"{source}: {key}" if key else source
-        tail = f" (rule: {rule})" if rule else ""
-        step = f"; next: {hint}" if hint else ""
-        super().__init__(printable(f"{where}: {problem}{tail}{step}"))
-
-
-def printable(text: str) -> str:
-    """One line whatever a file holds: a key or value with a newline (or any unprintable character)
-    is shown escaped, so it can neither split the error nor forge a second line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+from contracts.errors import (  # re-exported: their home is errors
+    ValidationError,
+    clip,
+)
+from contracts.fileio import read_json
 
 
 @cache
@@ -57,7 +43,9 @@ def _allowed(err: jsonschema.ValidationError) -> str:
     v, s = err.validator, err.validator_value
     if v == "additionalProperties":
         allowed = sorted((err.schema.get("properties") or {}).keys())
-        return "known keys: " + ", ".join(allowed) if allowed else "no extra keys"
+        return clip("known keys: " + ", ".join(allowed), 150) if allowed else "no extra keys"
+    if v == "required":  # the missing key is named in the key path
+        return "a required key"
     if v == "enum":
         return "one of " + ", ".join(json.dumps(x) for x in s)
     if v == "const":
@@ -67,7 +55,7 @@ def _allowed(err: jsonschema.ValidationError) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[v]
         return f"{op} {s}"
-    if v in ("minItems", "maxItems", "minLength", "maxLength", "pattern", "required", "format"):
+    if v in ("minItems", "maxItems", "minLength", "maxLength", "pattern", "format"):
         return f"{v} {json.dumps(s)}"
     return f"{v}"
 
@@ -103,8 +91,19 @@ def _strict_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    """`pattern` as JSON Schema (ECMA-262) means it: a final `$` ends the string. Python's `$` also
+    matches before a trailing newline, so a name "tiny\n" passed `^[a-z0-9_-]+$`."""
+    if not validator.is_type(instance, "string"):
+        return
+    ecma = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith(r"\$") else pattern
+    if not re.search(ecma, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+Validator = jsonschema.validators.extend(Draft202012Validator, validators={"pattern": _whole_pattern})
 StrictValidator = jsonschema.validators.extend(
-    Draft202012Validator,
+    Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
 )
 
@@ -127,7 +126,7 @@ def non_finite(instance: Any, path: tuple[Any, ...] = ()) -> tuple[tuple[Any, ..
 
 
 def errors(instance: Any, schema: dict[str, Any], strict: bool = False) -> list[jsonschema.ValidationError]:
-    validator = (StrictValidator if strict else Draft202012Validator)(schema)
+    validator = (StrictValidator if strict else Validator)(schema)
     return sorted(
         validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
     )
@@ -152,16 +151,9 @@ def validate(instance: Any, schema: dict[str, Any], source: str, strict: bool = 
 
 
 def load_json(path: str, schema: dict[str, Any] | None = None) -> Any:
-    """Read a JSON file (clear error if unreadable or not JSON) and validate it if a schema is given."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ValidationError(path, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValidationError(path, "", f"cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise ValidationError(path, f"line {e.lineno} column {e.colno}", f"not valid JSON: {e.msg}") from None
+    """Read a JSON file, bounded (contracts/fileio.py read_json: a regular file, size and depth capped;
+    one-line errors), and validate it if a schema is given."""
+    data = read_json(path)
     if schema is not None:
         validate(data, schema, path)
     return data

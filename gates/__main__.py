@@ -8,6 +8,7 @@
     python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
     python -m gates mutate [--only ID ...] [--subset ci] [--jobs N]  mutation campaign: which gates catch which bug
                            [--profile tiny] [--json PATH] [--strict]   (docs/mutation.md); exit 1 on a hole
+    python -m gates init [FOLDER]                                    your own trainer, gated (docs/byo-trainer.md)
 
 Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresholds.schema.json).
 A project that gates its own trainer has a params file of its own (no model:/train:): its runs are
@@ -33,6 +34,8 @@ from gates.outcome import Outcome
 from params.cli import add_params_args
 from params.project import load_judging, thresholds_source
 
+REPORT_KIND = outputs.json_kind("gates report", "xtrain-gates-report/1")
+
 
 def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
     view = artifacts.for_gate()
@@ -44,6 +47,7 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
             f"{'stage' if len(absent) == 1 else 'stages'} {', '.join(absent)} "
             f"{'has' if len(absent) == 1 else 'have'} not run: not in this project's pipeline (dvc.yaml, "
             "dvc.lock), nothing to judge",
+            not_in_pipeline=absent,
         )
     try:
         outcome = gate.run(view, thresholds)
@@ -76,15 +80,16 @@ def refuse_folder_outputs(args: argparse.Namespace, root: Path) -> None:
         path = getattr(args, flag)
         if path and (root / path).is_dir():
             raise ValidationError(
-                str(root / path), f"--{flag}", "is a folder", "a file path, e.g. reports/gates.html"
-            )
+                str(root / path), f"--{flag}", "is a folder: refusing to write a report file over it",
+                "a file path, e.g. reports/gates.html",
+            )  # fmt: skip
 
 
 def report_outputs(args: argparse.Namespace, root: Path) -> list[tuple[Path, outputs.Kind]]:
     """Every file check writes, with its kind: each is refused up front unless it is absent or a
     previous output of that kind (contracts/outputs.py), so a bad path costs no gate run."""
     kinds = (
-        (args.report, outputs.json_kind("gates report", "xtrain-gates-report/1")),
+        (args.report, REPORT_KIND),
         (args.junit, outputs.JUNIT_REPORT),
         (args.markdown, outputs.MARKDOWN_REPORT),
         (args.html, outputs.HTML_REPORT),
@@ -198,13 +203,16 @@ def mutate_cmd(args: argparse.Namespace) -> int:
     from gates import mutants, mutate
 
     root = Path(args.root).resolve()
-    cat = mutants.load(Path(args.catalogue) if args.catalogue else mutants.CATALOGUE)
-    picked = cat.select(args.only, args.subset)
-    if args.timeout:
-        cat = dataclasses.replace(cat, timeout_s=args.timeout)
-    jobs = args.jobs or max(1, (os.cpu_count() or 2) // 2)
+    if args.json:  # before the campaign (hours): never a report over a file this command did not write
+        outputs.check(args.json, mutate.REPORT)
     try:
         work = Path(args.work) if args.work else mutate.git_common_dir(root) / "xtrain-mutate" / args.profile
+        outputs.check(work, mutate.WORK)  # absent, empty, or an earlier campaign's: its base is rebuilt
+        cat = mutants.load(Path(args.catalogue) if args.catalogue else mutants.CATALOGUE)
+        picked = cat.select(args.only, args.subset)
+        if args.timeout:
+            cat = dataclasses.replace(cat, timeout_s=args.timeout)
+        jobs = args.jobs or max(1, (os.cpu_count() or 2) // 2)
         campaign = mutate.Campaign(root, work.resolve(), cat, args.profile, keep=args.keep)
         rep = mutate.run_campaign(campaign, picked, jobs)
     except (mutate.CampaignError, mutants.AnchorError) as e:
@@ -216,40 +224,72 @@ def mutate_cmd(args: argparse.Namespace) -> int:
     return mutate.exit_code(rep, args.strict)
 
 
+def init_cmd(args: argparse.Namespace) -> int:
+    from gates import scaffold
+
+    folder = Path(args.folder)
+    print(f"{folder}: " + ", ".join(scaffold.init(folder)) + f"; next: {scaffold.NEXT}")
+    return 0
+
+
 def add_mutate_parser(sub: Any) -> None:
+    from gates.mutate import REPORT, WORK
+
     m = sub.add_parser(
         "mutate", help="mutation campaign: apply each catalogued bug, rerun, judge (docs/mutation.md)"
     )
     m.add_argument("--only", nargs="+", metavar="ID", help="mutant ids (default: the whole catalogue)")
     m.add_argument("--subset", choices=["ci"], help="ci: the small subset CI runs")
-    m.add_argument("--jobs", type=int, default=None, help="mutants at a time (default: cores / 2)")
+    m.add_argument("--jobs", type=positive, default=None, help="mutants at a time (default: cores / 2)")
     m.add_argument("--profile", default="default", help="params overrides from the catalogue (default, tiny)")
-    m.add_argument("--json", metavar="PATH", help="write the report (contracts/schemas/mutation_report)")
+    json_help = "write the report (contracts/schemas/mutation_report)"
+    outputs.output_flag(m.add_argument("--json", metavar="PATH", help=json_help), REPORT)
     m.add_argument(
         "--strict", action="store_true", help="also exit 1 when a mutant left the runs bitwise unchanged"
     )
-    m.add_argument("--timeout", type=int, default=None, help="seconds per mutant (default: the catalogue's)")
-    m.add_argument("--work", default=None, help="scratch folder (default: <git dir>/xtrain-mutate/<profile>)")
+    m.add_argument(
+        "--timeout", type=positive, default=None, help="seconds per mutant (default: the catalogue's)"
+    )
+    work_help = "scratch folder (default: <git dir>/xtrain-mutate/<profile>)"
+    outputs.output_flag(m.add_argument("--work", default=None, help=work_help), WORK)
     m.add_argument("--catalogue", default=None, help="the catalogue (default: gates/mutants.yaml)")
     m.add_argument("--keep", action="store_true", help="keep each mutant's scratch tree")
 
 
-def main(argv: list[str] | None = None) -> int:
+def positive(text: str) -> int:
+    """An argparse type: an integer >= 1 (`--jobs 0` would start no worker and wait forever)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    return value
+
+
+def add_check_parser(sub: Any) -> None:
+    c = sub.add_parser("check", help="run the gates")
+    c.add_argument("--only", nargs="+", metavar="ID", help="gate ids or prefixes (loss_match selects both)")
+    c.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    outputs.output_flag(c.add_argument("--report", default="reports/gates.json"), REPORT_KIND)
+    page = "also write a self-contained HTML page, a picture per gate"
+    outputs.output_flag(c.add_argument("--html", metavar="PATH", help=page), outputs.HTML_REPORT)
+    junit = "also write JUnit XML (one testcase per gate)"
+    outputs.output_flag(c.add_argument("--junit", metavar="PATH", help=junit), outputs.JUNIT_REPORT)
+    md = "also write a Markdown table (for $GITHUB_STEP_SUMMARY)"
+    outputs.output_flag(c.add_argument("--markdown", metavar="PATH", help=md), outputs.MARKDOWN_REPORT)
+
+
+def parser() -> argparse.ArgumentParser:
+    from gates.bisect import CACHE
+
     ap = argparse.ArgumentParser(
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--root", default=".", help="the repository (artifacts, dvc.lock, registry/)")
     add_params_args(ap, overrides=False)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("check", help="run the gates")
-    c.add_argument("--only", nargs="+", metavar="ID", help="gate ids or prefixes (loss_match selects both)")
-    c.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
-    c.add_argument("--report", default="reports/gates.json")
-    c.add_argument("--html", metavar="PATH", help="also write a self-contained HTML page, a picture per gate")
-    c.add_argument("--junit", metavar="PATH", help="also write JUnit XML (one testcase per gate)")
-    c.add_argument(
-        "--markdown", metavar="PATH", help="also write a Markdown table (for $GITHUB_STEP_SUMMARY)"
-    )
+    add_check_parser(sub)
     sub.add_parser("list", help="the catalogue with thresholds")
     e = sub.add_parser("explain", help="what a gate checks, why, how to investigate a failure")
     e.add_argument("id")
@@ -262,9 +302,16 @@ def main(argv: list[str] | None = None) -> int:
     bi.add_argument(
         "--gate", default=None, help="gate id or prefix (default: every gate, the whole pipeline)"
     )
-    bi.add_argument("--cache", default=None, help="verdict cache (default: <git dir>/xtrain-bisect)")
+    cache = "verdict cache (default: <git dir>/xtrain-bisect)"
+    outputs.output_flag(bi.add_argument("--cache", default=None, help=cache), CACHE)
     add_mutate_parser(sub)
-    args = ap.parse_args(argv)
+    i = sub.add_parser("init", help="a project of your own trainer, gated: train.py, dvc.yaml, params.yaml")
+    i.add_argument("folder", nargs="?", default=".", help="where (default: here); made if absent")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         commands = {
             "check": check,
@@ -273,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             "diff": diff,
             "bisect": bisect_cmd,
             "mutate": mutate_cmd,
+            "init": init_cmd,
         }
         return commands[args.cmd](args)
     except (ValidationError, errors.XtrainError) as e:  # bad input, a refused output path: exit 2

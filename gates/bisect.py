@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,8 +33,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
+from contracts import outputs
+from contracts.validate import ValidationError
+from params.config import write_with_section
+from params.project import load_judging
 from registry import index as registry_index
 from registry.store import Registry, RegistryError
 
@@ -53,12 +56,22 @@ GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it read
     "pilot": ["pilot"],
     "model_probes": ["probes"],
     "consistency": TRAINS,
+    "provenance": ["env"],  # the machine record it judges the runs against
     "seals": [],  # every stage
 }
 
 
 class BisectError(RuntimeError):
     pass
+
+
+def _earlier_cache(path: Path) -> bool:
+    """A cache bisect wrote before markers: verdict files and its worktrees folder, nothing else."""
+    return all(p.name == "worktrees" or VERDICT_FILE.fullmatch(p.name) for p in path.iterdir())
+
+
+VERDICT_FILE = re.compile(r"[0-9a-f]{24}\.json")
+CACHE = outputs.Kind("bisect cache", folder=True, marker=True, recognise=_earlier_cache)
 
 
 @dataclass(frozen=True)
@@ -99,14 +112,12 @@ def commit_range(repo: Path, good: str, bad: str) -> tuple[str, list[str]]:
 
 
 def judge_thresholds(params: Path) -> dict:
-    """The judge's `gates:` section: the only part of its params.yaml that judges other commits."""
+    """The judge's `gates:` section: the only part of its params.yaml that judges other commits (read
+    and validated by the one loader, params/project.py)."""
     try:
-        raw = yaml.safe_load(params.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise BisectError(f"{params}: cannot read the judge's thresholds: {e}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("gates"), dict):
-        raise BisectError(f"{params}: gates: missing (the judge's thresholds)")
-    return raw["gates"]
+        return load_judging(params).thresholds
+    except ValidationError as e:
+        raise BisectError(f"the judge's thresholds: {e}") from None
 
 
 def judge_fingerprint(judge: Path, params: Path) -> str:
@@ -123,14 +134,10 @@ def judge_fingerprint(judge: Path, params: Path) -> str:
 
 
 def judged_params(tree: Path, thresholds: dict) -> Path:
-    """The commit's own params.yaml with the judge's `gates:` section: what its runs are judged against."""
-    raw = yaml.safe_load((tree / "params.yaml").read_text())
-    if not isinstance(raw, dict):
-        raise BisectError(f"{tree / 'params.yaml'}: not a mapping")
-    raw["gates"] = thresholds
+    """The commit's own params.yaml with the judge's `gates:` section: what its runs are judged against
+    (read by the one loader, written by the one writer, params/config.py)."""
     out = tree / "reports" / "bisect-params.yaml"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(raw, sort_keys=False))
+    write_with_section(tree / "params.yaml", out, "gates", thresholds)
     return out
 
 
@@ -219,7 +226,10 @@ class Bisector:
         """The judge's gate code and thresholds over the commit's artifacts and its own params."""
         report = tree / "reports" / "bisect-gates.json"
         only = ["--only", self.gate] if self.gate else []
-        params = judged_params(tree, judge_thresholds(self.params))
+        try:
+            params = judged_params(tree, judge_thresholds(self.params))
+        except ValidationError as e:  # a commit whose params.yaml this loader refuses cannot be judged
+            return Verdict("untestable", str(e))
         cmd = [sys.executable, "-m", "gates", "--root", str(tree), "--params", str(params)]
         judged = run_logged([*cmd, "check", *only, "--report", str(report)], self.judge)
         if not report.exists():
@@ -265,10 +275,13 @@ def subject(repo: Path, commit: str) -> str:
 def bisect(
     repo: Path, judge: Path, params: Path, good: str, bad: str, gate: str | None, cache: Path | None
 ) -> int:
+    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    cache = outputs.check(cache or common / "xtrain-bisect", CACHE)  # ours, or nothing there yet
     stages_for(gate)  # an unknown gate is an error before any work
     good_sha, commits = commit_range(repo, good, bad)
-    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-    b = Bisector(repo, judge, params, gate, good_sha, cache or common / "xtrain-bisect")
+    cache.mkdir(parents=True, exist_ok=True)
+    outputs.write_marker(cache, CACHE)
+    b = Bisector(repo, judge, params, gate, good_sha, cache)
     what = gate or "every gate"
     print(
         f"bisect {what} over {len(commits)} commits after {subject(repo, good_sha)}; judged by the gates "

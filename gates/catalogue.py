@@ -18,19 +18,21 @@ from gates import (
     perf,
     pilot,
     probes,
+    provenance,
     scaling,
     seals,
     training,
 )
 from gates.gate import Gate
 
-__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of"]
+__all__ = ["GATES", "SEALS", "Gate", "find", "get", "not_in_pipeline", "select", "stages_of", "stages_read"]
 
 SEALS = seals.GATE
 
 GATES: list[Gate] = [
     SEALS,
     consistency.GATE,
+    provenance.GATE,
     ddp.loss_match_gate("thread"),
     ddp.loss_match_gate("proc"),
     ddp.LAUNCHER_PARITY,
@@ -78,19 +80,44 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
         if not found:
             return None
         stages.update(found)
-    return sorted(stages)
+    return sorted(stages) or None  # `--only seals` alone seals every stage (it sealed none: a pass)
+
+
+# Stages a gate reads that gates/bisect.py's map (the stages bisect reruns) does not name: every gate
+# that reads a stage must say which, or a project without that stage gets a row naming a command it
+# cannot run (tests/test_report_rows.py holds it).
+READS = {"export_gguf": ["export"]}
+
+
+def stages_read(gate_id: str) -> list[str]:
+    """The DVC stages a gate reads ([]: none, or every stage: seals)."""
+    from gates.bisect import BisectError, stages_for
+
+    if gate_id in READS:
+        return READS[gate_id]
+    try:
+        return stages_for(gate_id)
+    except BisectError:
+        return []
+
+
+# Stages a gate cannot judge without, every one of them (it compares their runs): a project of its own
+# with train_single and train@proc has no thread run for loss_match.thread or launcher_parity.
+NEEDS = {
+    "loss_match.thread": ["train@thread"],
+    "loss_match.proc": ["train@proc"],
+    "launcher_parity": ["train@thread", "train@proc"],
+    "fresh_train": ["train_single"],
+}
 
 
 def not_in_pipeline(gate: Gate, has_stage: Callable[[str], bool]) -> list[str]:
-    """The stages `gate` reads when this project's pipeline has none of them (a project of its own
-    without our thread launcher, export or pilot stages), else []: such a gate has nothing to judge
-    and is skipped before it reads params.yaml sections the project does not have."""
-    from gates.bisect import BisectError, stages_for
-
-    try:
-        stages = stages_for(gate.id)
-    except BisectError:
-        return []
+    """The stages this project's pipeline lacks for `gate` (a project of its own without our thread
+    launcher, export or pilot stages): one it needs (NEEDS), or all it reads; else []. Such a gate has
+    nothing to judge and is skipped before it reads params.yaml sections the project does not have."""
+    if missing := [s for s in NEEDS.get(gate.id, []) if not has_stage(s)]:
+        return missing
+    stages = stages_read(gate.id)
     return stages if stages and not any(has_stage(s) for s in stages) else []
 
 

@@ -2,8 +2,10 @@
 
 JUnit: one <testcase> per gate (GitHub, GitLab and Jenkins render it as a test list); a failed gate is a
 <failure> whose message is the gate's message, an inconclusive one a <failure type="inconclusive">
-(it exits 1 like a failure), an error an <error>, a skip <skipped/>. Markdown: a verdict line and a
-table, meant for $GITHUB_STEP_SUMMARY. Both list failing, inconclusive and erroring gates first.
+(it exits 1 like a failure), an error an <error>, a skip <skipped/>; JUnit keeps every gate, in
+catalogue order (it is read by machines). Markdown: a verdict line and a table, meant for
+$GITHUB_STEP_SUMMARY, with the rows of gates/rows.py: fail, error, inconclusive, pass, skip; gates not
+in this pipeline in one line; a family's shared threshold once; checks not applied named.
 """
 
 from __future__ import annotations
@@ -11,14 +13,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-# display order: what needs attention first (a stable sort keeps the catalogue order within a status)
-SEVERITY = {"fail": 0, "inconclusive": 1, "error": 2, "skip": 3, "pass": 4}
+from gates import rows
+
 MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "skip": "⏭️", "error": "💥"}
 VERDICT = {0: "all gates pass", 1: "gate failure", 2: "missing or invalid artifact"}
-
-
-def by_severity(gates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(gates, key=lambda g: SEVERITY.get(g["status"], 0))
 
 
 def short(x: Any) -> str:
@@ -29,16 +27,12 @@ def short(x: Any) -> str:
     return str(x)
 
 
-def threshold_text(g: dict[str, Any], labels: dict[str, str] | None) -> str:
-    """The gate's threshold as people read it: the catalogue's text where the report has a bare number."""
-    t = g["threshold"]
-    return t if isinstance(t, str) else (labels or {}).get(g["id"], short(t))
-
-
 def _details(g: dict[str, Any]) -> str:
     arts = "".join(f"\n  {path} md5 {info['md5']}" for path, info in sorted(g["artifacts"].items()))
-    return f"measured: {short(g['measured'])}\nthreshold: {short(g['threshold'])}\n{g['message']}" + (
-        f"\nartifacts:{arts}" if arts else ""
+    skipped = f"\n{rows.not_applied(g)}" if g.get("not_applied") else ""
+    return (
+        f"measured: {short(g['measured'])}\nthreshold: {short(g['threshold'])}\n{g['message']}{skipped}"
+        + (f"\nartifacts:{arts}" if arts else "")
     )
 
 
@@ -91,6 +85,7 @@ def markdown(report: dict[str, Any], labels: dict[str, str] | None = None) -> st
     """`labels`: the catalogue's threshold text per gate (python -m gates list)."""
     code = report["exit_code"]
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
+    view = rows.rows(report["gates"], labels)
     lines = [
         f"## xtrain-gates: {MARK['pass'] if code == 0 else MARK['fail']} {VERDICT[code]} (exit {code})",
         "",
@@ -100,10 +95,15 @@ def markdown(report: dict[str, Any], labels: dict[str, str] | None = None) -> st
         "| gate | status | measured | threshold | message |",
         "|---|---|---|---|---|",
     ]
-    for g in by_severity(report["gates"]):
+    for g in view.shown:
         status = f"{MARK.get(g['status'], '')} {g['status']}"
+        said = g["message"] if g["status"] != "pass" or not g.get("not_applied") else rows.not_applied(g)
         lines.append(
-            f"| `{g['id']}` | {status} | {_cell(g['measured'])} | {_cell(threshold_text(g, labels))} "
-            f"| {_cell(g['message'])} |"
+            f"| `{g['id']}` | {status} | {_cell(g['measured'])} | {_cell(view.thresholds[g['id']])} "
+            f"| {_cell(said)} |"
         )
+    if line := view.absent_line():
+        lines += ["", f"{MARK['skip']} {line}"]
+    if view.legend:
+        lines += ["", *(f"Threshold of `{fam}`: {_cell(shared)}" for fam, shared in view.legend)]
     return "\n".join(lines) + "\n"

@@ -27,9 +27,9 @@ from typing import Any
 
 from gates.artifacts import Artifacts
 from gates.gate import Gate, Picture, Thresholds
-from gates.outcome import Outcome, failed, fmt, passed, rel_diffs
+from gates.outcome import Outcome, failed, fmt, rel_diffs
 from gates.tolerance import Approx, Exact
-from gates.training import refuse, run_metrics, with_train_mode
+from gates.training import foreign_recorder, refuse, run_metrics, with_train_mode
 from params.identity import config_diff
 
 Metrics = dict[str, Any]
@@ -59,6 +59,12 @@ class Check:
     name: str
     ok: bool
     detail: str
+    applied: bool = True  # False: the records cannot say (detail says why); never counted as held
+
+
+def own_trainer(*runs: Metrics) -> bool:
+    """Some run was written by another trainer (runrecord): hints name the user's side, not xtrain's files."""
+    return any(foreign_recorder(m) for m in runs)
 
 
 def tier_for(loss_match: dict[str, Any], device: str) -> Tier | None:
@@ -119,30 +125,88 @@ def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
             f"{d['count'][i]} rows but other samples (hash sum {d['hash_sum'][i]} vs {s['hash_sum'][i]}): "
             "the ranks' shards overlap or miss rows"
         )
+    where = (
+        "your sampler: each rank must read its own part of the step's global batch, together all of it "
+        "(DistributedSampler, or batch[rank::world]), and samples() its dataset indices"
+        if own_trainer(single, ddp)
+        else "xtrain/core/data.py shard_rows, step_batch"
+    )
     return Check(
         "samples",
         False,
-        f"samples differ at {len(bad)} of {len(s['count'])} steps, first step {i}: {why} "
-        "(xtrain/core/data.py shard_rows, step_batch)",
+        f"samples differ at {len(bad)} of {len(s['count'])} steps, first step {i}: {why} ({where})",
     )
 
 
+def dropout_mode(m: Metrics) -> str | None:
+    """How a record's dropout masks were recorded: xtrain (our trainer seeds every mask per sample and
+    fingerprints it), runrecord's seeded/off/none/given (metrics.json dropout.masks), given (an older
+    runrecord record whose loop passed mask seeds), or None: not recorded."""
+    if "dropout" in m:
+        return m["dropout"]["masks"]
+    if not foreign_recorder(m):
+        return "xtrain"
+    return "given" if any(m["samples"]["dropout_hash_sum"]) else None
+
+
 def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
-    """Exact: every step's dropout masks, summed over ranks, are the ones the reference drew."""
+    """Exact: every step's dropout masks, summed over ranks, are the ones the reference drew; not
+    applied where a record cannot say (runrecord did not see the model, or dropout was switched off)."""
+    modes = {ref: dropout_mode(single), "the other": dropout_mode(ddp)}
+    if None in modes.values():
+        return Check(
+            "dropout masks",
+            True,
+            "not recorded: runrecord did not see the model, so the masks drawn are unknown (RunRecorder("
+            "..., model=model) seeds them per sample and records them)",
+            applied=False,
+        )
+    if "off" in modes.values():
+        if set(modes.values()) != {"off"}:
+            return Check(
+                "dropout masks",
+                False,
+                f"the runs' dropout differs: {ref} {modes[ref]}, the other {modes['the other']} (runrecord "
+                "dropout=): compare runs of one setting",
+            )
+        d = single["dropout"]
+        return Check(
+            "dropout masks",
+            True,
+            f"dropout switched off for these runs (runrecord dropout='off': {d['modules']} dropouts at p "
+            f"{', '.join(f'{p:g}' for p in d['p']) or '-'} set to 0): no masks to compare",
+            applied=False,
+        )
     s, d = single["samples"]["dropout_hash_sum"], ddp["samples"]["dropout_hash_sum"]
     bad = list(EXACT.judge(d, s).out)
     if not bad:
-        drawn = f"the same masks as {ref}" if any(s) else f"no masks (no dropout), like {ref}"
-        return Check("dropout masks", True, f"{len(s)} steps drew {drawn}")
+        return Check("dropout masks", True, f"{len(s)} steps drew {_drawn(single, s, ref)}")
     i = bad[0]
     what = "none" if d[i] == 0 else "other masks"
+    where = (
+        "your samples() indices must be the batch rows' dataset indices, in row order, before the "
+        "forward; or a rank trained with dropout off (eval mode)"
+        if own_trainer(single, ddp)
+        else "a rank's dropout seed or global row index is out of sync, or a rank trained with dropout "
+        "off (xtrain/core/model.py Dropout, xtrain/core/train.py)"
+    )
     return Check(
         "dropout masks",
         False,
         f"dropout differs at {len(bad)} of {len(s)} steps, first step {i}: the ranks drew {what} "
-        f"(hash sum {d[i]} vs {s[i]}): a rank's dropout seed or global row index is out of sync, "
-        "or a rank trained with dropout off (xtrain/core/model.py Dropout, xtrain/core/train.py)",
+        f"(hash sum {d[i]} vs {s[i]}): {where}",
     )
+
+
+def _drawn(single: Metrics, sums: list[int], ref: str) -> str:
+    """What equal fingerprints say, true to what was recorded."""
+    if any(sums):
+        return f"the same masks as {ref}"
+    if dropout_mode(single) == "none":
+        return f"no masks, like {ref}: the model has no dropout with p > 0 (runrecord saw it)"
+    if dropout_mode(single) == "seeded":
+        return f"no masks, like {ref}, though the model has dropout: were both in eval mode?"
+    return f"no masks (no dropout), like {ref}"
 
 
 def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -> Check:
@@ -162,15 +226,15 @@ def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "sin
         return Check("first step", True, detail)
     a, b = pairs[worst]
     hint = (
-        "a whole multiple: gradients summed instead of averaged?"
+        ". a whole multiple: gradients summed instead of averaged?"
         if worst == "grad_norm[0]" and b and _near_integer_ratio(a / b)
-        else "the gradient reduction, the sharding or dropout changed"
+        else ""  # the verdict's Next names the side, told apart by what agrees (failure_case)
     )
     return Check(
         "first step",
         False,
         f"step 0 differs beyond summation order (rel <= {tol.rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
-        f"{detail}. {hint}",
+        f"{detail}{hint}",
     )
 
 
@@ -218,6 +282,61 @@ def check_end(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -
     return Check("end", tol.within(a, b), detail)
 
 
+CASES = {
+    "loss": (
+        "the logged training loss differs while the gradient norms and the validation losses agree: a "
+        "logging bug, not a training bug",
+        "your loss logging: log the mean over ranks (all_reduce(loss) / world), not one rank's",
+        "the loss reduction over ranks (xtrain/core/train.py)",
+    ),
+    "eval": (
+        "training agrees (train losses and gradient norms) and only the validation loss differs",
+        "your eval set: every rank evaluates the same rows (or its shard of a set that divides by the "
+        "world), averaged by count; a padded eval set repeats rows",
+        "the evaluation (xtrain/core/train.py evaluate)",
+    ),
+    "losses": (
+        "the train and validation losses differ while the gradient norms agree",
+        "your loss logging and your eval set (a late divergence of training shows this way too)",
+        "the loss reduction and the evaluation (xtrain/core/train.py)",
+    ),
+    "gradient": (
+        "the gradients differ",
+        "your gradient all-reduce (the mean over ranks), your init (the same weights on every rank), "
+        "your lr schedule (stepped once per step on every rank) or your dropout (RunRecorder(model=...) "
+        "seeds it per sample)",
+        "the gradient reduction or sharding (xtrain/core/comm.py, xtrain/core/data.py)",
+    ),
+}
+
+
+def failure_case(single: Metrics, ddp: Metrics, tier: Tier) -> str:
+    """Which side a failure of the numbers points at, told apart by what agrees (step 0 within the
+    first-step bound, the prefix within max_rel, the end within its atol): loss only (logging), eval
+    only (the eval set), or the gradients (training itself)."""
+    steps = len(single["train_loss"])
+    n = steps if tier.prefix_steps is None else min(tier.prefix_steps, steps)
+
+    def agree(key: str) -> bool:
+        got, ref = ddp[key][:n], single[key][:n]
+        return tier.first_step.within(got[0], ref[0]) and tier.prefix.judge(got, ref).ok
+
+    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
+    ev = {e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s}
+    evals = (
+        (0 not in ev or tier.first_step.within(*ev[0]))
+        and tier.prefix.judge([a for a, _ in ev.values()], [b for _, b in ev.values()]).ok
+        and check_end(single, ddp, tier.end).ok
+    )
+    train, grads = agree("train_loss"), agree("grad_norm")
+    case = "gradient" if not grads else "loss" if evals else "eval" if train else "losses"
+    what, yours, ours = CASES[case]
+    if case == "gradient":
+        out = [i for i in range(n) if not tier.prefix.within(ddp["grad_norm"][i], single["grad_norm"][i])]
+        what += f" (grad_norm first out at step {out[0] if out else 0})"
+    return f"{what}: {yours if own_trainer(single, ddp) else ours}"
+
+
 def equivalence(
     single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, Any], ref: str = "single"
 ) -> Outcome:
@@ -243,19 +362,27 @@ def equivalence(
     ]
     threshold = tier.describe(len(single["train_loss"]))
     world = f"world {ddp['world']} vs {single['world']}"
+    skipped = {c.name: c.detail for c in checks if not c.applied}
     if all(c.ok for c in checks):
-        return passed(worst, threshold, f"{world}: " + "; ".join(c.detail for c in checks))
+        shown = "; ".join(f"{c.name}: not applied: {c.detail}" if not c.applied else c.detail for c in checks)
+        return Outcome("pass", worst, threshold, f"{world}: {shown}", not_applied=skipped)
     bad = [c for c in checks if not c.ok]
-    next_step = (
-        "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
-        "too tight for this profile (docs/ddp-gate.md)"
-        if [c.name for c in bad] == ["end"]
-        else f"see docs/ddp-gate.md; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
-    )
-    return failed(
+    names = [c.name for c in bad]
+    if names == ["end"]:
+        next_step = (
+            "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
+            "too tight for this profile (docs/ddp-gate.md)"
+        )
+    elif {"samples", "dropout masks"} & set(names):
+        next_step = f"see docs/ddp-gate.md; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
+    else:
+        next_step = f"{failure_case(single, ddp, tier)}; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
+    return Outcome(
+        "fail",
         worst,
         threshold,
         f"{world}: " + "; ".join(f"{c.name}: {c.detail}" for c in bad) + f". Next: {next_step}",
+        not_applied=skipped,
     )
 
 

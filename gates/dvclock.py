@@ -19,23 +19,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from contracts.fileio import md5_file
-
-Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 12 ms instead of 90 ms for dvc.lock
+from contracts.fileio import md5_file, read_json
+from contracts.validate import ValidationError
+from contracts.yamlfile import load_pipeline, load_pipeline_text
+from gates.dvcyaml import DvcYamlError, StageDef, pipeline_stages
 
 
 class LockError(Exception):
-    """dvc.lock unreadable: exit 2."""
+    """dvc.lock or dvc.yaml unreadable: exit 2."""
 
 
-def _parse(text: str, source: str) -> dict[str, Any]:
-    try:
-        data = yaml.load(text, Loader=Loader) or {}
-    except yaml.YAMLError as e:
-        raise LockError(f"{source}: not valid YAML: {e}") from None
-    return dict(data.get("stages") or {}) if isinstance(data, dict) else {}
+def _stages_of(data: Any, source: str = "dvc.lock") -> dict[str, Any]:
+    """dvc.lock's stages; anything that is not a DVC lock file (schema 2.0) is LockError."""
+    data = {} if data is None else data
+    if (
+        not isinstance(data, dict)
+        or not set(data) <= {"schema", "stages"}
+        or data.get("schema", "2.0") != "2.0"
+    ):
+        raise LockError(f"{source}: not a DVC lock file (schema '2.0' and its stages)")
+    stages = data.get("stages") or {}
+    if not isinstance(stages, dict) or not all(isinstance(body, dict) for body in stages.values()):
+        raise LockError(f"{source}: stages: not a mapping of stage entries")
+    return dict(stages)
 
 
 def _committed_stages(root: Path) -> set[str]:
@@ -54,46 +60,10 @@ def _committed_stages(root: Path) -> set[str]:
         return set()
     if out.returncode != 0:
         return set()
-    try:
-        return set(_parse(out.stdout, "HEAD:dvc.lock"))  # pragma: no mutate -- equivalent: error dropped
-    except LockError:
+    try:  # bounded like the working one: a hostile commit cannot hang the check either
+        return set(_stages_of(load_pipeline_text(out.stdout, "HEAD:dvc.lock", aliases=False)))
+    except (ValidationError, LockError):  # pragma: no mutate -- equivalent: error dropped
         return set()
-
-
-def _outs_of(body: dict[str, Any]) -> list[str]:
-    """The paths of a dvc.yaml stage's outs, metrics and plots (DVC records all three in dvc.lock)."""
-    paths = []
-    for key in ("outs", "metrics", "plots"):
-        for entry in body.get(key) or []:
-            paths.append(str(next(iter(entry))) if isinstance(entry, dict) else str(entry))
-    return paths
-
-
-def _expand(name: str, body: dict[str, Any]) -> dict[str, list[str]]:
-    """One dvc.yaml stage, a `foreach` expanded to `name@key` (${key}, ${item} substituted)."""
-    if "foreach" not in body:
-        return {name: _outs_of(body)}
-    each, do = body["foreach"], body.get("do") or {}
-    pairs = each.items() if isinstance(each, dict) else ((v, v) for v in each)
-    return {
-        f"{name}@{key}": [p.replace("${key}", str(key)).replace("${item}", str(item)) for p in _outs_of(do)]
-        for key, item in pairs
-    }
-
-
-def pipeline_stages(root: Path) -> dict[str, list[str]]:
-    """Every stage of dvc.yaml and its out paths."""
-    path = root / "dvc.yaml"
-    if not path.is_file():
-        raise LockError(f"{path}: missing: the gates cannot tell which stages the pipeline has")
-    try:
-        data = yaml.load(path.read_text(), Loader=Loader) or {}
-    except yaml.YAMLError as e:
-        raise LockError(f"{path}: not valid YAML: {e}") from None
-    stages: dict[str, list[str]] = {}
-    for name, body in ((data.get("stages") or {}) if isinstance(data, dict) else {}).items():
-        stages.update(_expand(str(name), body if isinstance(body, dict) else {}))
-    return stages
 
 
 def dir_listing(folder: Path, lock: DvcLock | None = None) -> list[dict[str, str]]:
@@ -121,6 +91,7 @@ class DvcLock:
     stages: dict[str, Any]  # dvc.lock's stages
     committed: set[str] = field(default_factory=set)
     pipeline: dict[str, list[str]] = field(default_factory=dict)  # dvc.yaml: stage -> out paths
+    definitions: dict[str, StageDef] = field(default_factory=dict)  # dvc.yaml: each stage as DVC resolves it
     _dirs: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     _md5: dict[str, str] = field(default_factory=dict)
 
@@ -132,7 +103,13 @@ class DvcLock:
                 f"{path}: missing: without it no artifact can be checked against what dvc repro "
                 "wrote (git checkout dvc.lock, or dvc repro)"
             )
-        return cls(root, _parse(path.read_text(), str(path)), _committed_stages(root), pipeline_stages(root))
+        try:  # bounded: a regular file of at most 32 MiB, no aliases, nesting at most 32 deep
+            stages = _stages_of(load_pipeline(path, aliases=False), str(path))
+            definitions = pipeline_stages(root)
+        except (ValidationError, DvcYamlError) as e:
+            raise LockError(str(e)) from None
+        outs = {name: d.out_paths for name, d in definitions.items()}
+        return cls(root, stages, _committed_stages(root), outs, definitions)
 
     def ran(self, stage: str) -> bool:
         return stage in self.stages
@@ -200,9 +177,9 @@ class DvcLock:
 
     def _which_files(self, path: str, recorded: str, listing: list[dict[str, str]]) -> list[str]:
         obj = cache_dir(self.root) / "files" / "md5" / recorded[:2] / recorded[2:]
-        try:
-            then = {e["relpath"]: e["md5"] for e in json.loads(obj.read_text())}
-        except (OSError, ValueError, TypeError, KeyError):
+        try:  # DVC's own object, bounded all the same (a listing of 100,000 files is ~10 MB)
+            then = {e["relpath"]: e["md5"] for e in read_json(obj, limit=64 << 20)}
+        except (ValidationError, TypeError, KeyError):
             return []
         now = {e["relpath"]: e["md5"] for e in listing}
         diff = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))

@@ -79,6 +79,20 @@ def shape_problems(run: str, m: dict[str, Any], train: Mapping[str, Any], from_p
     return out
 
 
+def recorded_problems(run: str, m: dict[str, Any]) -> list[str]:
+    """What a recorder said it saw against the series it wrote: eval-mode steps inside the run, and no
+    masks fingerprinted where it says none were drawn (dropout none, or switched off)."""
+    out = []
+    late = [s for s in m.get("eval_mode_steps") or [] if s >= m["steps"]]
+    if late:
+        out.append(f"{where(run)}: eval_mode_steps {late} past the run's {m['steps']} steps")
+    masks = (m.get("dropout") or {}).get("masks")
+    drawn = [i for i, h in enumerate(m["samples"]["dropout_hash_sum"]) if h]
+    if masks in ("none", "off") and drawn:
+        out.append(f"{where(run)}: dropout.masks is {masks!r} but masks were drawn at step {drawn[0]}")
+    return out
+
+
 def world_problems(run: str, m: dict[str, Any]) -> list[str]:
     """The world against what the record's own per-rank lists hold (and a single run is one rank)."""
     world, out = m["world"], []
@@ -122,4 +136,4 @@ def run_problems(params: Params | None, run: str, m: dict[str, Any]) -> list[str
     out += bad + (params_problems(params, run, m) if pipeline else [])
     if train is not None:  # when the config is params.yaml's, its train: is params.yaml's
         out += shape_problems(run, m, train, from_params=pipeline and not out)
-    return out + world_problems(run, m)
+    return out + recorded_problems(run, m) + world_problems(run, m)

@@ -3,6 +3,9 @@
 Exact tier: every train loss, val loss and export md5 bit-identical. Approximate tier (another
 environment's golden, or a golden blessed approximate): train losses within loss_rtol with at most
 max_steps_out steps outside, every val loss within eval_rtol; export md5s are only noted.
+A project of its own (runrecord, no export stage) is judged against a golden of the run alone
+(`registry bless --golden` without exports/fresh): its final weights by the parameter digest instead
+of the export md5s; without any golden it skips (saying how to bless) unless its own params ask fail.
 Tolerances per device type: gates.fresh_train.approx.<cpu|cuda>, as the Exact and Approx classes of
 gates/tolerance.py (ApproxTier says which key is which).
 """
@@ -31,20 +34,34 @@ def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
     refused = refuse(a, [("single", m)], None)
     if refused:
         return refused
-    manifest = a.json(f"exports/fresh/{MANIFEST}", "manifest.schema.json", "export")
-    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
-    edited = export_problems("exports/fresh", manifest, files)
-    if edited:
-        raise ArtifactError("; ".join(edited) + " (re-export with dvc repro export)")
-    env_id = m["env"]["env_id"]
     reg = registry_of(a)
+    outcome, choice = judge(m, reg, policy, export_files(a), unblessed_policy(a, policy))
+    if choice is not None:
+        a.record(str(choice.entry.path.relative_to(a.root)), choice.entry.path)
+    return outcome
+
+
+def judge(
+    m: dict[str, Any],
+    reg: Registry,
+    policy: dict[str, Any],
+    files: dict[str, str] | None,
+    unblessed: str,
+) -> tuple[Outcome, goldens.Choice | None]:
+    """The verdict on one run record against the golden the registry holds for it (and that golden):
+    the gate's judgement, a pure function of the record, the registry and the export's md5s."""
     try:
         choice = golden_for(reg, m)
     except RegistryError as e:
-        return Outcome("error", None, None, str(e))
+        return Outcome("error", None, None, str(e)), None
     if choice is None:
-        return _no_golden(reg, env_id, m["config_hash"], policy["unblessed"])
-    a.record(str(choice.entry.path.relative_to(a.root)), choice.entry.path)
+        return _no_golden(reg, m["env"]["env_id"], m["config_hash"], unblessed), None
+    return _judge_against(m, choice, policy, files), choice
+
+
+def _judge_against(
+    m: dict[str, Any], choice: goldens.Choice, policy: dict[str, Any], files: dict[str, str] | None
+) -> Outcome:
     g = choice.entry.data
     problems = goldens.coverage_problems(g, m["config"]["train"])  # the run's own config (refuse held it)
     if problems:
@@ -52,6 +69,55 @@ def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
     if choice.tier == "exact":
         return _exact(m, g, files, choice)
     return _approx(m, g, files, choice, policy["approx"][m["device"]])
+
+
+def export_files(a: Artifacts) -> dict[str, str] | None:
+    """exports/fresh's files (md5 each), checked against its manifest; None for a project whose
+    pipeline has no export stage (a trainer of its own: its golden is the run alone)."""
+    if not a.lock.in_pipeline("export"):
+        return None
+    manifest = a.json(f"exports/fresh/{MANIFEST}", "manifest.schema.json", "export")
+    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
+    edited = export_problems("exports/fresh", manifest, files)
+    if edited:
+        raise ArtifactError("; ".join(edited) + " (re-export with dvc repro export)")
+    return files
+
+
+def unblessed_policy(a: Artifacts, policy: dict[str, Any]) -> str:
+    """fail or skip without a golden: the project's own `gates.fresh_train.unblessed`; a project of its
+    own that leaves the section to the harness is not held to our pipeline's 'fail' before it has
+    blessed anything: skip, saying how to bless."""
+    params = a.params
+    if params is not None and not params.describes_runs and "fresh_train" in params.defaults:
+        return "skip"
+    return policy["unblessed"]
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The final weights against the golden's: export md5s where both have an export, else the
+    parameter digest where the golden recorded one (a golden of the run alone)."""
+
+    what: str  # "export files" | "parameter digest" | ""
+    bad: list[str]  # the names that differ
+    compared: int  # how many were compared (0: not applied)
+
+    @classmethod
+    def of(cls, m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None) -> Weights:
+        if files is not None and "export" in g:
+            checks = compare_files(g["export"]["files"], files)
+            return cls("export files", [c.name for c in checks if not c.ok], len(checks))
+        if "run" in g:
+            same = g["run"]["param_digest"] == m["param_digest"]
+            return cls("parameter digest", [] if same else ["param_digest"], 1)
+        return cls("", [], 0)
+
+    def not_applied(self, files: dict[str, str] | None) -> dict[str, str]:
+        if self.compared:
+            return {}
+        why = "this project has no export stage" if files is None else "the golden has none"
+        return {"final weights": f"the golden holds export md5s only and {why}: losses judged alone"}
 
 
 def golden_for(reg: Registry, m: dict[str, Any]) -> goldens.Choice | None:
@@ -89,22 +155,31 @@ def _val_pairs(m: dict[str, Any], g: dict[str, Any]) -> list[tuple[int, float, f
     return [(e["step"], e["loss"], ref[str(e["step"])]) for e in m["eval"]]
 
 
-def _exact(m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: goldens.Choice) -> Outcome:
+def _exact(
+    m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None, choice: goldens.Choice
+) -> Outcome:
     got, want, steps = _pairs(m, g)
     diff = list(EXACT.judge(got, want, steps).out)
     vals = _val_pairs(m, g)
     val_diff = list(
         EXACT.judge([x for _, x, _ in vals], [y for _, _, y in vals], [s for s, _, _ in vals]).out
     )
-    md5_bad = [c.name for c in compare_files(g["export"]["files"], files) if not c.ok]
-    if not diff and not val_diff and not md5_bad:
-        return passed(
+    weights = Weights.of(m, g, files)
+    skipped = weights.not_applied(files)
+    norms = _grad_norm_diff(m, g)
+    if not diff and not val_diff and not weights.bad and not norms:
+        same = f" and {weights.compared} {weights.what}" if weights.compared else ""
+        grads = " grad norms," if "grad_norm" in g["metrics"] else ""
+        return Outcome(
+            "pass",
             "bitwise",
             "exact",
-            f"exact tier vs golden {choice.name}: {len(steps)} losses, {len(m['eval'])} val losses and "
-            f"{len(files)} export files bit-identical",
+            f"exact tier vs golden {choice.name}: {len(steps)} losses,{grads} {len(m['eval'])} val losses"
+            f"{same} bit-identical"
+            + (f"; final weights: not applied: {skipped['final weights']}" if skipped else ""),
+            not_applied=skipped,
         )
-    parts = []
+    parts = [norms] if norms else []
     if diff:
         s = diff[0]
         parts.append(
@@ -113,14 +188,36 @@ def _exact(m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: 
         )
     if val_diff:
         parts.append(f"val loss differs at steps {val_diff}")
-    if md5_bad:
-        parts.append("export files differ: " + ", ".join(md5_bad))
-    return failed(
-        f"{len(diff)} steps, {len(md5_bad)} files differ",
+    if weights.bad:
+        parts.append(f"{weights.what} differ: " + ", ".join(weights.bad))
+    rerun = "`dvc repro train_single`"
+    return Outcome(
+        "fail",
+        f"{len(diff)} steps, {len(weights.bad)} {weights.what or 'files'} differ",
         "exact",
         f"exact tier vs golden {choice.name}: " + "; ".join(parts) + ". This environment trained "
-        "bit-identically before: find the change that moved the numbers (git bisect with "
-        "`dvc repro train_single`), or if intended bless a new golden with a reason",
+        f"bit-identically before: find the change that moved the numbers (git bisect with {rerun}), or "
+        "if intended bless a new golden with a reason",
+        not_applied=skipped,
+    )
+
+
+def _grad_norm_diff(m: dict[str, Any], g: dict[str, Any]) -> str:
+    """The exact tier's grad-norm check where the golden records them (goldens blessed since runrecord
+    1.3): a bug that rescales the gradient (a loss not divided by grad_accum) shows at step 0 even
+    where clipping hides it from the losses. '' when every norm is bit-identical."""
+    if "grad_norm" not in g["metrics"]:
+        return ""
+    ref = g["metrics"]["grad_norm"]["values"]
+    got = [m["grad_norm"][int(s)] for s in sorted(ref, key=int)]
+    want = [ref[s] for s in sorted(ref, key=int)]
+    out = list(EXACT.judge(got, want).out)
+    if not out:
+        return ""
+    s = out[0]
+    ratio = f", x{got[s] / want[s]:.3g}" if want[s] else ""
+    return (
+        f"grad_norm differs at {len(out)} steps, first step {s} (golden {want[s]!r}, run {got[s]!r}{ratio})"
     )
 
 
@@ -177,18 +274,26 @@ def _approx_outs(
 
 
 def _approx(
-    m: dict[str, Any], g: dict[str, Any], files: dict[str, str], choice: goldens.Choice, tol: dict[str, Any]
+    m: dict[str, Any],
+    g: dict[str, Any],
+    files: dict[str, str] | None,
+    choice: goldens.Choice,
+    tol: dict[str, Any],
 ) -> Outcome:
     got, want, _ = _pairs(m, g)
     loss, val_out = _approx_outs(got, want, _val_pairs(m, g), ApproxTier.of(tol))
     out, max_rel = list(loss.out), loss.max_rel
     threshold = f"approx vs {choice.name}: {approx_threshold(tol)}"
-    md5_same = all(c.ok for c in compare_files(g["export"]["files"], files))
+    weights = Weights.of(m, g, files)
+    noted = (
+        f"{weights.what} {'differ' if weights.bad else 'equal'} (not judged in this tier)"
+        if weights.compared
+        else "final weights not compared"
+    )
     where = "another environment's golden" if choice.cross_env else "a golden blessed approximate"
     summary = (
         f"approximate tier vs golden {choice.name} ({where}): max rel {fmt(max_rel)}, "
-        f"{len(out)} steps out, {len(val_out)} val losses out ({approx_threshold(tol)}); "
-        f"export md5 {'equal' if md5_same else 'differs (not judged in this tier)'}"
+        f"{len(out)} steps out, {len(val_out)} val losses out ({approx_threshold(tol)}); {noted}"
     )
     if loss.ok and not val_out:
         return passed(f"{len(out)} steps out", threshold, summary)
@@ -238,7 +343,7 @@ def fresh_train_picture(a: Artifacts, t: Thresholds) -> Picture:
     from gates.pictures import md5_table
 
     m = run_metrics(a, "single")
-    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
+    files = export_files(a)
     env_id, reg = m["env"]["env_id"], registry_of(a)
     try:  # the gate's own choice of golden and tier
         choice = golden_for(reg, m)
@@ -269,23 +374,33 @@ def fresh_train_picture(a: Artifacts, t: Thresholds) -> Picture:
     bottom.set_xlabel("step")
     bottom.set_ylabel("relative difference")
     rule = (
-        "Pass (exact tier): every loss bit-identical (no ×) and every export file equal."
+        "Pass (exact tier): every loss bit-identical (no ×) and the final weights equal."
         if exact
         else f"Pass (approximate tier): {tier.describe()} (steps past the judged ones are drawn, not marked)."
     )
-    table = md5_table(compare_files(g["export"]["files"], files), "golden md5")
+    weights = Weights.of(m, g, files)
+    if weights.what == "export files":
+        table = md5_table(compare_files(g["export"]["files"], files or {}), "golden md5")
+        said = "Table: exports/fresh against the golden's export md5s."
+    else:
+        table = ""
+        said = (
+            f"Final weights: parameter digest {'equal to' if not weights.bad else 'differs from'} the golden's."
+            if weights.compared
+            else "Final weights: not compared (the golden holds export md5s; this project has no export)."
+        )
     return Picture(
         plots.to_svg(fig) + table,
         f"Top: this run's training loss against the golden's (nats per token), differing steps marked ×. "
         f"Bottom: relative difference per step (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). "
-        f"Table: exports/fresh against the golden's export md5s. {rule} "
-        f"{len(marked)} of {len(steps)} steps differ.",
+        f"{said} {rule} {len(marked)} of {len(steps)} steps differ.",
     )
 
 
 GATE = Gate(
     id="fresh_train",
-    checks="this run's single-device loss trajectory and export md5 against the golden of its environment",
+    checks="this run's single-device loss trajectory and export md5 (a project without export: parameter "
+    "digest) against the golden of its environment",
     threshold=lambda t: (
         "exact (own environment's golden) or approximate (another's): "
         + ", ".join(f"{d} {approx_threshold(v)}" for d, v in sorted(t["fresh_train"]["approx"].items()))

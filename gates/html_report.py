@@ -1,8 +1,10 @@
 """`python -m gates check --html PATH`: one self-contained page, a picture per gate.
 
-The verdict table on top (failing, inconclusive and erroring gates first), then one card per gate in
-the same order: status, measured, threshold, message, and the picture of what it judged against its
-threshold (drawn by the gate's own module: gates/gate.py `Gate.picture`). Self-contained: inline SVG and CSS, no script, no network. Deterministic:
+The verdict table on top, rows as gates/rows.py orders and folds them (fail, error, inconclusive,
+pass, skip; the gates not in this pipeline in one row; a family's shared threshold once, under the
+table), then one card per gate in the same order: status, measured, threshold, message, the checks
+not applied, and the picture of what it judged against its threshold (drawn by the gate's own module:
+gates/gate.py `Gate.picture`). Self-contained: inline SVG and CSS, no script, no network. Deterministic:
 the same artifacts give the same bytes (no timestamps; see gates/plots.py).
 """
 
@@ -12,9 +14,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from gates import catalogue, pictures
+from gates import catalogue, pictures, rows
 from gates.artifacts import Artifacts, DvcLock
-from gates.ci_report import VERDICT, by_severity, short, threshold_text
+from gates.ci_report import VERDICT, short
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#212121;padding:0 16px}
@@ -34,7 +36,7 @@ dt{color:#616161} dd{margin:0} figure{margin:8px 0 0} svg{width:100%;height:auto
 figcaption{color:#424242;font-size:13px;margin-top:4px} .nopic{color:#757575;font-style:italic}
 .files tr.bad td{background:#ffebee} .files tr.ok td:last-child{color:#2e7d32}
 .files tr.bad td:last-child{color:#c62828;font-weight:600}
-code{font-size:12px}
+code{font-size:12px} .legend{color:#424242;font-size:13px;margin:6px 0} .notapplied{color:#6d4c41}
 """
 
 
@@ -46,15 +48,26 @@ def _badge(status: str) -> str:
     return f"<span class='badge {escape(status)}'>{escape(status.upper())}</span>"
 
 
-def _verdict_table(gates: list[dict[str, Any]], labels: dict[str, str] | None) -> str:
-    rows = "".join(
+def _verdict_table(view: rows.Rows) -> str:
+    body = "".join(
         f"<tr class='{escape(g['status'])}'><td>{_badge(g['status'])}</td>"
-        f"<td><a href='#{_anchor(g['id'])}'>{escape(g['id'])}</a></td>"
-        f"<td>{escape(short(g['measured']))}</td><td>{escape(threshold_text(g, labels))}</td></tr>"
-        for g in gates
+        f"<td><a href='#{_anchor(g['id'])}'>{escape(g['id'])}</a>{_not_applied_mark(g)}</td>"
+        f"<td>{escape(short(g['measured']))}</td><td>{escape(view.thresholds[g['id']])}</td></tr>"
+        for g in view.shown
     )
+    if line := view.absent_line():
+        body += f"<tr class='skip'><td>{_badge('skip')}</td><td colspan='3'>{escape(line)}</td></tr>"
     head = "<tr><th>status</th><th>gate</th><th>measured</th><th>threshold</th></tr>"
-    return f"<table class='verdict'>{head}{rows}</table>"
+    legend = "".join(
+        f"<p class='legend'>Threshold of <code>{escape(fam)}</code>: {escape(shared)}</p>"
+        for fam, shared in view.legend
+    )
+    return f"<table class='verdict'>{head}{body}</table>{legend}"
+
+
+def _not_applied_mark(g: dict[str, Any]) -> str:
+    n = len(g.get("not_applied") or [])
+    return f" <span class='notapplied'>({n} not applied)</span>" if n else ""
 
 
 def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
@@ -76,14 +89,16 @@ def _figure(gate_id: str, a: Artifacts, thresholds: dict[str, Any]) -> str:
     return f"<figure>{pic.html}<figcaption>{escape(pic.caption)}</figcaption></figure>"
 
 
-def _card(g: dict[str, Any], a: Artifacts, thresholds: dict[str, Any], labels: dict[str, str] | None) -> str:
+def _card(g: dict[str, Any], a: Artifacts, thresholds: dict[str, Any], view: rows.Rows) -> str:
+    skipped = rows.not_applied(g)
     return (
         f"<section class='card {escape(g['status'])}' id='{_anchor(g['id'])}'>"
         f"<h2>{escape(g['id'])}{_badge(g['status'])}</h2><dl>"
         f"<dt>measured</dt><dd>{escape(short(g['measured']))}</dd>"
-        f"<dt>threshold</dt><dd>{escape(threshold_text(g, labels))}</dd>"
-        f"<dt>message</dt><dd>{escape(g['message'])}</dd></dl>"
-        f"{_figure(g['id'], a, thresholds)}</section>\n"
+        f"<dt>threshold</dt><dd>{escape(view.thresholds[g['id']])}</dd>"
+        f"<dt>message</dt><dd>{escape(g['message'])}</dd>"
+        + (f"<dt>checks</dt><dd class='notapplied'>{escape(skipped)}</dd>" if skipped else "")
+        + f"</dl>{_figure(g['id'], a, thresholds)}</section>\n"
     )
 
 
@@ -99,17 +114,17 @@ def render(
     the gates judged against (the pictures select goldens and versions the way the gates do)."""
     # Artifacts validates each file once per page (its cache), although several pictures read it.
     artifacts = Artifacts(root, DvcLock.read(root), params)
-    gates = by_severity(report["gates"])
+    view = rows.rows(report["gates"], labels)
     code = report["exit_code"]
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
     env = report["environment"]
     title = f"xtrain-gates: {VERDICT[code]} (exit {code})"
-    cards = "".join(_card(g, artifacts, thresholds, labels) for g in gates)
+    cards = "".join(_card(g, artifacts, thresholds, view) for g in view.shown)
     return (
         f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
         f"<style>{CSS}</style></head><body>\n<h1>{escape(title)}</h1>"
         f"<p class='meta'>{escape(counts)} · revision {escape(short(report['git_revision']))} · "
         f"environment {escape(short(env.get('training_env_id')))} ({escape(env['platform'])}, Python "
         f"{escape(env['python'])}) · thresholds from {escape(report['thresholds_source'])}</p>\n"
-        f"{_verdict_table(gates, labels)}\n{cards}</body></html>\n"
+        f"{_verdict_table(view)}\n{cards}</body></html>\n"
     )

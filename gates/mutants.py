@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from contracts import yamlfile
 from contracts.errors import XtrainError
 from contracts.validate import ValidationError, load_schema, validate
 
 CATALOGUE = Path(__file__).with_name("mutants.yaml")
+CATALOGUE_BYTES = 4 << 20  # gates/mutants.yaml is ~17 KB
 
 
 class AnchorError(XtrainError):
@@ -71,10 +71,9 @@ class Catalogue:
 
 
 def load(path: Path = CATALOGUE) -> Catalogue:
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ValidationError(str(path), "", f"cannot read the catalogue: {e}") from None
+    # bounded and strict (contracts/yamlfile.py): a regular file of at most 4 MiB, no aliases (a 740-byte
+    # alias bomb hung the campaign), no duplicate ids by key, one reading of every scalar
+    raw = yamlfile.load_file(path, hint="name the catalogue with --catalogue", limit=CATALOGUE_BYTES)
     validate(raw, load_schema("mutants.schema.json"), str(path))
     ids = [m["id"] for m in raw["mutants"]]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

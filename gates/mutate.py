@@ -23,6 +23,7 @@ This module never imports torch: every stage runs in a subprocess.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -37,12 +38,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from contracts import outputs
 from contracts.errors import XtrainError
-from contracts.fileio import atomic_write_json
+from contracts.fileio import atomic_write_text, canonical_json
 from contracts.validate import load_schema, validate
+from contracts.yamlfile import load_pipeline
 from gates import catalogue as gate_catalogue
+from gates.dvcyaml import DvcYamlError, pipeline_stages
 from gates.mutants import Catalogue, Mutant, apply, mutated_text
 
 REPORT_FORMAT = "xtrain-mutation/2"  # 2: score_gates, killed_by_gates, stage_only
@@ -63,6 +65,19 @@ Say = Callable[[str], None]
 
 class CampaignError(XtrainError):
     exit_code = 2
+
+
+def _earlier_campaign(path: Path) -> bool:
+    """A work folder a campaign made before markers: its base (stamped), cache, mutants and log only."""
+    names = {p.name for p in path.iterdir()}
+    base = path / "base"
+    return names <= {"base", "cache", "mutants", "outcomes.jsonl"} and (
+        not base.exists() or (base / ".mutate-stamp").is_file()
+    )
+
+
+REPORT = outputs.json_kind("mutation report", REPORT_FORMAT)
+WORK = outputs.Kind("mutation work folder", folder=True, marker=True, recognise=_earlier_campaign)
 
 
 @dataclass
@@ -143,24 +158,31 @@ def tracked_files(root: Path) -> list[str]:
 
 def drop_stages(tree: Path, skip: list[str]) -> None:
     """The scratch pipeline without the skipped stages (dvc.yaml and dvc.lock): the seals require every
-    stage dvc.yaml defines, and the campaign never builds these."""
+    stage dvc.yaml defines, and the campaign never builds these. Read bounded, written as DVC writes
+    them (ruamel round trip: DVC's dialect, anchors kept)."""
+    from ruamel.yaml import YAML
+
+    ry = YAML()
     for name in ("dvc.yaml", "dvc.lock"):
         path = tree / name
         if not path.exists():
             continue
-        doc = yaml.safe_load(path.read_text())
-        doc["stages"] = {k: v for k, v in (doc.get("stages") or {}).items() if k.split("@")[0] not in skip}
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        load_pipeline(path)  # bounded (size, depth, aliases) before the round trip reads it
+        doc = ry.load(path.read_text(encoding="utf-8"))
+        stages = doc.get("stages") or {}
+        for stage in [k for k in stages if str(k).split("@")[0] in skip]:
+            del stages[stage]
+        buf = io.StringIO()
+        ry.dump(doc, buf)
+        atomic_write_text(path, buf.getvalue())
 
 
 def stages(tree: Path, skip: list[str]) -> list[str]:
     """Every DVC stage of dvc.yaml (foreach items as name@key) except the skipped ones."""
-    raw = yaml.safe_load((tree / "dvc.yaml").read_text())["stages"]
-    names = []
-    for name, st in raw.items():
-        items = st.get("foreach")
-        keys = list(items) if isinstance(items, (dict, list)) else [None]
-        names += [name if k is None else f"{name}@{k}" for k in keys]
+    try:
+        names = list(pipeline_stages(tree))
+    except DvcYamlError as e:
+        raise CampaignError(str(e)) from None
     return [n for n in names if n not in skip and n.split("@")[0] not in skip]
 
 
@@ -233,6 +255,9 @@ class Campaign:
     def build_base(self) -> float:
         """Build (or reuse) the unmutated baseline; returns the seconds it took."""
         t0 = time.perf_counter()
+        outputs.check(self.work, WORK)  # absent, empty or a campaign's: its base may be rebuilt
+        self.work.mkdir(parents=True, exist_ok=True)
+        outputs.write_marker(self.work, WORK)
         files = tracked_files(self.root)
         key = stamp(self.root, files, self.overrides())
         mark = self.base / ".mutate-stamp"
@@ -415,7 +440,7 @@ def run_campaign(c: Campaign, mutants: list[Mutant], jobs: int) -> dict[str, Any
 
 
 def write(report: dict[str, Any], path: Path) -> None:
-    atomic_write_json(path, report)
+    outputs.write_file(path, canonical_json(report), REPORT)  # never over a file it did not write
 
 
 def exit_code(report: dict[str, Any], strict: bool) -> int:

@@ -22,6 +22,11 @@ class Outcome:
     threshold: float | str | None = None
     message: str = ""
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # checks of the gate that could not be applied to these records, and why ("train mode": "not
+    # recorded ..."): said in the row and in the JSON, never passed over as if they had held
+    not_applied: dict[str, str] = field(default_factory=dict)
+    # the stages this project's pipeline lacks, for a gate skipped because it has nothing to judge here
+    not_in_pipeline: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         assert self.status in STATUSES, self.status

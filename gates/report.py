@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import artifact_table
+from gates import rows
 from gates.ci_report import short
 from gates.outcome import STATUSES, Outcome
 
@@ -54,17 +55,7 @@ def build(
             "training_env_id": env_id,
         },
         "thresholds_source": thresholds_source,
-        "gates": [
-            {
-                "id": gid,
-                "status": o.status,
-                "measured": o.measured,
-                "threshold": o.threshold,
-                "message": o.message,
-                "artifacts": o.artifacts,
-            }
-            for gid, o in outcomes.items()
-        ],
+        "gates": [rows.entry(gid, o) for gid, o in outcomes.items()],
     }
     artifact_table.check("gates_report", report, "gates report")
     return report
@@ -80,25 +71,33 @@ def print_table(
     report_path: Path | None,
     console: Console | None = None,
 ) -> None:
-    """`thresholds`: the catalogue's text per gate, shown where the outcome's threshold is a bare number."""
+    """`thresholds`: the catalogue's text per gate, shown where the outcome's threshold is a bare number.
+    Rows as gates/rows.py orders and folds them: fail, error, inconclusive, pass, skip; gates not in
+    this pipeline in one line; a family's shared threshold once, below the table."""
     console = console or Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    view = rows.rows([rows.entry(gid, o) for gid, o in outcomes.items()], thresholds)
     table = Table(title="xtrain-gates")
     for col in ("gate", "status", "measured", "threshold", "artifacts"):
         table.add_column(col, overflow="fold", no_wrap=col in ("gate", "status"))
-    for gid, o in outcomes.items():
-        arts = sorted({"/".join(p.split("/")[:2]) for p in o.artifacts})
-        threshold = o.threshold if isinstance(o.threshold, str) else thresholds[gid]
+    for g in view.shown:
+        arts = sorted({"/".join(p.split("/")[:2]) for p in g["artifacts"]})
+        note = f" ({len(g['not_applied'])} not applied)" if g.get("not_applied") else ""
         table.add_row(
-            gid,
-            f"[{COLORS[o.status]}]{o.status.upper()}[/]",
-            short(o.measured),
-            threshold,
+            g["id"],
+            f"[{COLORS[g['status']]}]{g['status'].upper()}[/]{note}",
+            short(g["measured"]),
+            view.thresholds[g["id"]],
             ", ".join(arts) or "-",
         )
     console.print(table)
-    for gid, o in outcomes.items():
-        if o.status != "pass":
-            console.print(f"[{COLORS[o.status]}]{o.status.upper()}[/] {gid}: {o.message}")
+    for fam, shared in view.legend:
+        console.print(f"threshold of {fam}: {shared}")
+    if line := view.absent_line():
+        console.print(f"[{COLORS['skip']}]{line}[/]")
+    for g in view.shown:
+        said = g["message"] if g["status"] != "pass" else rows.not_applied(g)
+        if said:
+            console.print(f"[{COLORS[g['status']]}]{g['status'].upper()}[/] {g['id']}: {said}")
     code = exit_code(outcomes)
     summary = ", ".join(f"{n} {s}" for s in STATUSES if (n := sum(o.status == s for o in outcomes.values())))
     verdict = {

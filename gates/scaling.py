@@ -22,13 +22,14 @@ from contracts.perf_record import band_check, judged_spread
 from gates.artifacts import Artifacts
 from gates.gate import Gate, NoPicture, Picture, Thresholds
 from gates.outcome import Outcome, failed, inconclusive, passed
+from params.config import Params
 
 Table = dict[str, dict[int, dict[str, float]]]  # launcher -> world -> recomputed figures
 
 
-def shape_problems(s: dict[str, Any], params: Any) -> list[str]:
-    """bench/scaling.json against what params.yaml says was measured."""
-    sc, t = params["scaling"], params["train"]
+def shape_problems(s: dict[str, Any], params: Params) -> list[str]:
+    """bench/scaling.json against what params.yaml says was measured (scaling.sets applied)."""
+    sc, t = params["scaling"], params.scaling_workload()["train"]
     want_worlds = [w for w in sc["worlds"] if w <= s["device_count"]]
     claims = {
         "profile": (s["profile"], params["profile"]),

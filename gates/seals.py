@@ -4,24 +4,21 @@ Gates read only some files of some outs; a tamper elsewhere (a checkpoint, summa
 data/tokens.safetensors, a report) would pass unseen. This gate hashes, streaming, every out that
 dvc.lock records for the stages in scope (each file of a folder out, compared through DVC's `.dir`
 hash) and every folder dep (registry/models, registry/pinned), and refuses a dvc.lock that misses
-a stage or an out of dvc.yaml. It also refuses stale artifacts: a stage whose file deps (code,
-schemas) or params values differ from what dvc.lock recorded when dvc repro made them (what
-`dvc status` reports), so a verdict always speaks of the tree as it is, never of the code that ran
-before an edit. It hashes only what dvc.lock lists; a file is hashed once per check (the other
-gates reuse the digest). Any difference is an error (exit 2) naming the files.
+a stage or an out of dvc.yaml. It also refuses stale artifacts: every stage whose deps (code,
+schemas, other stages' outs), params values or command differ from dvc.lock, or that dvc.lock
+has no entry for, as `dvc status` says (gates/dvcstatus.py, held equal to it by a property test), so
+a verdict always speaks of the tree as it is, never of the code that ran before an edit. A file is
+hashed once per check (the other gates reuse the digest). Any difference is an error (exit 2)
+naming the files.
 """
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
 
-import yaml
-
+from gates import dvcstatus
 from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock, Loader, dir_md5
+from gates.dvclock import DvcLock, dir_md5
 from gates.gate import Gate, Picture, Thresholds
 from gates.outcome import Outcome, passed
 from registry.store import FileCheck
@@ -83,102 +80,15 @@ def sealed_paths(lock: DvcLock, stages: list[str]) -> list[tuple[str, str]]:
     return sorted(paths.items())
 
 
-def produced(lock: DvcLock, path: str) -> bool:
-    """`path` is an out of some stage, or inside one (sealed as that out)."""
-    return lock.out(path) is not None
-
-
-def blessed(path: str) -> bool:
-    """A registry data file (registry/index.json): blessing a golden or a baseline after dvc repro
-    rewrites it by design, and the registry checks its own files by content hash on every read. The
-    folders the stages read (registry/models, registry/pinned) are sealed as folder deps."""
-    return path.startswith("registry/") and not path.endswith(".py")
-
-
-def dep_checks(lock: DvcLock, stages: list[str]) -> list[tuple[str, FileCheck]]:
-    """(stage, check) of each file dep of `stages` that no stage produces (code, schemas): its md5 now
-    against dvc.lock's. Folder deps and outs of other stages are sealed as such (sealed_paths)."""
-    out = []
-    for stage in stages:
-        for dep in (lock.stages.get(stage) or {}).get("deps") or []:
-            path, md5 = str(dep.get("path", "")), str(dep.get("md5", ""))
-            if md5.endswith(".dir") or produced(lock, path) or blessed(path):
-                continue
-            now = lock.md5(path) if (lock.root / path).is_file() else None
-            out.append((stage, FileCheck(path, md5, now)))
-    return out
-
-
-def stale_deps(lock: DvcLock, stages: list[str]) -> list[tuple[str, str]]:
-    """(stage, why) for each file dep whose md5 is not dvc.lock's."""
-    return [
-        (stage, f"dep {c.name} md5 {c.actual or '(missing)'}, dvc.lock recorded {c.expected}")
-        for stage, c in dep_checks(lock, stages)
-        if c.actual != c.expected
-    ]
-
-
-def dig(doc: Any, key: str) -> Any:
-    """The value at a dotted params key (`model`, `train.lr`), or a marker when it is absent."""
-    for part in key.split("."):
-        if not isinstance(doc, dict) or part not in doc:
-            return "(absent)"
-        doc = doc[part]
-    return doc
-
-
-# DVC writes floats in YAML 1.2 form (`1e-06`), which PyYAML (YAML 1.1) reads back as strings
-YAML12_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+")
-
-
-def as_read_by_dvc(value: Any) -> Any:
-    """`value` with YAML 1.2 float strings as floats, at any depth."""
-    if isinstance(value, dict):
-        return {k: as_read_by_dvc(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [as_read_by_dvc(v) for v in value]
-    if isinstance(value, str) and YAML12_FLOAT.fullmatch(value):
-        return float(value)
-    return value
-
-
-def stale_params(lock: DvcLock, stages: list[str]) -> list[tuple[str, str]]:
-    """(stage, why) for each params key whose value in the params file is not dvc.lock's."""
-    files: dict[str, Any] = {}
-    problems: list[tuple[str, str]] = []
-    for stage in stages:
-        for name, values in ((lock.stages.get(stage) or {}).get("params") or {}).items():
-            if name not in files:
-                path = Path(lock.root / name)
-                files[name] = yaml.load(path.read_text(), Loader=Loader) if path.is_file() else {}
-            for key, recorded in (values or {}).items():
-                now, then = as_read_by_dvc(dig(files[name], key)), as_read_by_dvc(recorded)
-                problems += [
-                    (stage, f"{name} {leaf} is {a!r}, dvc.lock recorded {b!r}")
-                    for leaf, a, b in leaf_diffs(key, now, then)
-                ]
-    return problems
-
-
-def leaf_diffs(key: str, now: Any, then: Any) -> list[tuple[str, Any, Any]]:
-    """(dotted key, now, recorded) of every leaf where two params values differ."""
-    if isinstance(now, dict) and isinstance(then, dict):
-        return [
-            d
-            for k in sorted(now.keys() | then.keys(), key=str)
-            for d in leaf_diffs(f"{key}.{k}", now.get(k, "(absent)"), then.get(k, "(absent)"))
-        ]
-    return [] if now == then else [(key, now, then)]
-
-
 def stale(lock: DvcLock, stages: list[str]) -> Outcome | None:
-    """An error naming every stage whose artifacts were made by other code or params, or None."""
-    problems = stale_deps(lock, stages) + stale_params(lock, stages)
+    """An error naming every stage whose deps, params or command differ from dvc.lock (what `dvc status`
+    says, gates/dvcstatus.py), or None. Outs are the seals' own check, before this one."""
+    problems = [c for changes in dvcstatus.status(lock, stages).values() for c in changes if c.kind != "out"]
     if not problems:
         return None
     more = f" (and {len(problems) - MAX_NAMED} more)" if len(problems) > MAX_NAMED else ""
-    names = sorted({stage for stage, _ in problems})
-    said = "; ".join(f"stage {stage}: {why}" for stage, why in problems[:MAX_NAMED])
+    names = sorted({c.stage for c in problems})
+    said = "; ".join(f"stage {c.stage}: {c.why}" for c in problems[:MAX_NAMED])
     return Outcome(
         "error", len(problems), "every dep and param equal to dvc.lock",
         "stale: " + said + more + ": the artifacts were made before this "
@@ -226,9 +136,6 @@ def seals(a: Artifacts) -> Outcome:
             "error", len(gaps), "dvc.lock records every stage and out",
             "dvc.lock is partial: " + "; ".join(gaps) + " (restore it: git checkout dvc.lock)",
         )  # fmt: skip
-    old = stale(lock, stages)
-    if old:
-        return old
     files, problems = 0, []
     sealed = sealed_paths(lock, stages)
     prefetch(lock, sealed)
@@ -242,9 +149,17 @@ def seals(a: Artifacts) -> Outcome:
             "; ".join(problems[:MAX_NAMED]) + more
             + ": changed since dvc repro wrote it (dvc repro the stage, or restore it)",
         )  # fmt: skip
+    old = stale(lock, stages)  # after the outs: a tampered out is named as such, not as its readers' dep
+    if old:
+        return old
     return passed(
         files, "every file equal to dvc.lock", f"{files} files of {len(stages)} stages equal dvc.lock"
     )
+
+
+def recorded_md5(lock: DvcLock, c: dvcstatus.Change) -> str:
+    dep = dvcstatus.entries(lock.stages.get(c.stage) or {}, "deps").get(c.name) or {}
+    return str(dep.get("md5", "(no entry)"))
 
 
 def seals_picture(a: Artifacts, t: Thresholds) -> Picture:
@@ -261,8 +176,12 @@ def seals_picture(a: Artifacts, t: Thresholds) -> Picture:
         else:
             now, name = (lock.md5(path) if full.is_file() else None), path
         rows.append(FileCheck(name, recorded, now))
-    stale_rows = {c.name: c for _, c in dep_checks(lock, in_scope(lock, a.scope)) if c.actual != c.expected}
-    rows += [FileCheck(f"{c.name} (dep)", c.expected, c.actual) for c in stale_rows.values()]
+    changes = dvcstatus.status(lock, in_scope(lock, a.scope)).values()
+    deps = {c.name: c for cs in changes for c in cs if c.kind == "dep"}
+    rows += [
+        FileCheck(f"{c.name} (dep)", recorded_md5(lock, c), dvcstatus.md5_now(lock, c.name))
+        for c in deps.values()
+    ]
     return Picture(
         md5_table(rows, "dvc.lock md5"),
         "Every out of dvc.lock (a folder by DVC's .dir hash of its files), every folder dep such as "

@@ -49,8 +49,9 @@ def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any)
 
 TRAIN_MODE_NEXT = (
     "Next: every training step must start with the model in train mode: an evaluate() or other "
-    "call left model.eval() on (xtrain/core/train.py evaluate restores it; the warning line of the run "
-    "names the rank and the module); the steps are metrics.json eval_mode_steps"
+    "call left model.eval() on (call model.train() after evaluating; xtrain/core/train.py evaluate "
+    "restores it; the warning line of the run names the rank and the module); the steps are "
+    "metrics.json eval_mode_steps"
 )
 
 
@@ -95,15 +96,34 @@ def train_mode_problem(m: dict[str, Any], where: str, launcher: str) -> str | No
     )
 
 
+def train_mode_unrecorded(runs: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Why the train-mode check cannot be applied (a run of another recorder without eval_mode_steps),
+    or None when every run recorded it."""
+    missing = [run for run, m in runs if m.get("eval_mode_steps") is None and foreign_recorder(m)]
+    if not missing:
+        return None
+    return (
+        f"not recorded in runs/{', runs/'.join(missing)} (runrecord did not see the model: "
+        "RunRecorder(..., model=model) records the mode of every step)"
+    )
+
+
 def with_train_mode(o: Outcome, runs: list[tuple[str, dict[str, Any]]]) -> Outcome:
-    """`o`, failed first for every run that trained a step in eval mode (train_mode_problem)."""
+    """`o`, failed first for every run that trained a step in eval mode (train_mode_problem); where
+    a run could not say, the check is named as not applied."""
+    unrecorded = train_mode_unrecorded(runs)
+    if unrecorded:
+        o.not_applied["train mode"] = unrecorded
+        o.message += f"; train mode: not applied: {unrecorded}"
     problems = [p for run, m in runs if (p := train_mode_problem(m, f"runs/{run}/metrics.json", run))]
     if not problems:
         return o
-    return failed(
+    return Outcome(
+        "fail",
         o.measured,
         o.threshold,
         "; ".join(problems) + f". {TRAIN_MODE_NEXT}. The comparison itself: {o.status}: {o.message}",
+        not_applied=o.not_applied,
     )
 
 

@@ -7,7 +7,6 @@ below; any problem is one line naming the file, the key and what is allowed.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import io
@@ -177,7 +176,15 @@ class Params:
         return LaunchConfig(la["thread"]["world"], la["proc"]["world"], la["timeout_s"], la["grad_sync"])
 
     def scaling_config(self) -> ScalingConfig:
-        return ScalingConfig(**self.raw["scaling"])
+        return ScalingConfig(**{k: v for k, v in self.raw["scaling"].items() if k != "sets"})
+
+    def scaling_workload(self) -> Params:
+        """The params the scaling benchmark trains with: scaling.sets.<profile> on top. The gated runs
+        are sized by the gates' power; a speedup needs steps long enough to hide a step's fixed costs."""
+        sets = self.raw["scaling"].get("sets", {}).get(self.raw["profile"], [])
+        return (
+            resolve(self.raw, f"{self.source} (scaling.sets.{self.raw['profile']})", sets) if sets else self
+        )
 
     def run_config(self, vocab_size: int) -> RunConfig:
         """The run's configuration; the vocabulary comes from the trained tokenizer, not from params."""
@@ -211,13 +218,14 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
     parts = key.strip().split(".")
     if not all(parts):
         raise ValidationError(source, key, "empty key segment", "dotted key such as train.steps")
-    try:
+    if why := yamlfile.ambiguity(value.strip()):  # `040`: 32 to YAML 1.1, 40 to DVC: never guessed
+        raise ValidationError(source, key.strip(), why)
+    try:  # read as DVC reads `dvc exp run -S` (YAML 1.2): `1e-3` is the float
         parsed = yamlfile.loads(value) if value.strip() else None
     except yaml.YAMLError:  # an alias or other refused YAML stays a string: the schema then refuses it
         parsed = value
-    if isinstance(parsed, str):  # YAML 1.1 reads `1e-3` as a string; a user means the number
-        with contextlib.suppress(ValueError):
-            parsed = float(parsed)
+    if isinstance(parsed, str) and parsed.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        parsed = float(parsed)  # refused either way; named as what a user meant: "not a finite number"
     return parts, parsed
 
 
@@ -419,28 +427,50 @@ def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[s
             )
 
 
-def set_in_file(path: str | Path, overrides: list[str]) -> None:
-    """Validate `overrides` against the file, then write them into it, comments kept."""
-    path = Path(path)
-    raw = yamlfile.load_file(path)
-    _check_edit_takes_effect(raw, str(path), overrides)  # refuse before touching the file
-    from ruamel.yaml import YAML  # round-trips comments and layout
+def _round_trip() -> Any:
+    """ruamel's round-trip YAML: DVC's dialect (1.2), comments and layout kept: the one writer of params files."""
+    from ruamel.yaml import YAML
 
     ry = YAML()
     ry.preserve_quotes = True
     ry.representer.add_representer(
         type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
     )
-    doc = ry.load(path.read_text(encoding="utf-8"))
+    return ry
+
+
+def _dump(doc: Any) -> str:
+    buf = io.StringIO()
+    _round_trip().dump(doc, buf)
+    return buf.getvalue()
+
+
+def set_in_file(path: str | Path, overrides: list[str]) -> None:
+    """Validate `overrides` against the file, then write them into it, comments kept."""
+    path = Path(path)
+    raw = yamlfile.load_file(path)
+    _check_edit_takes_effect(raw, str(path), overrides)  # refuse before touching the file
+    doc = _round_trip().load(path.read_text(encoding="utf-8"))
     for text in overrides:
         parts, value = parse_override(text)
         node = doc
         for p in parts[:-1]:
             node = node[p]
         node[parts[-1]] = value
-    buf = io.StringIO()
-    ry.dump(doc, buf)
-    atomic_write_text(path, buf.getvalue())
+    # through a symbolic link: the file it names is edited, the link stays a link
+    atomic_write_text(path.resolve() if path.is_symlink() else path, _dump(doc))
+
+
+def write_with_section(source: str | Path, dest: str | Path, section: str, value: Any) -> None:
+    """`source` (read as load_params reads it: bounded, one dialect) with its top-level `section`
+    replaced by `value`, written to `dest`, comments kept (bisect judges a commit's own params.yaml
+    with the judge's `gates:`)."""
+    raw = yamlfile.load_file(source)
+    if not isinstance(raw, dict):
+        raise ValidationError(str(source), "", "expected a mapping at the top level", "a YAML mapping")
+    doc = _round_trip().load(Path(source).read_text(encoding="utf-8"))
+    doc[section] = value
+    atomic_write_text(dest, _dump(doc))
 
 
 if __name__ == "__main__":  # the command line is pipeline/config.py

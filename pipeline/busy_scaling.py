@@ -6,7 +6,7 @@ A scratch clone of this checkout's HEAD (or --tree, reused) gets data/ copied in
 --busy `python3 -c "while True: pass"` processes, note the load averages, run the stage as the main
 command does (`dvc repro -s -f scaling`), judge it (`python3 -m gates check --only scaling`), stop
 the busy processes. Prints one row per run (load before, stage seconds, verdict, rounds per
-measurement, judged tokens/s) and writes OUT/busy_scaling.json. With --fault slow_thread|slow_proc
+measurement, judged tokens/s) and writes OUT (reports/busy_scaling.json). With --fault slow_thread|slow_proc
 that launcher's timed steps take twice as long (XTRAIN_FAULT): every run must then fail.
 Not a test: it takes minutes and its figures depend on the machine (docs/scaling.md).
 """
@@ -23,15 +23,34 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts import outputs
+from contracts.errors import report
 from gates.mutate import tree_env
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+CLONE_MARK = ".busy-scaling-clone"  # what marks --tree as this tool's own clone (reused, data copied in)
+REPORT = outputs.json_kind("busy-scaling record", "xtrain-busy-scaling/1")
+
+
+def check_tree(tree: Path) -> None:
+    """--tree: absent, empty, or this tool's earlier clone; never a folder it did not make."""
+    if tree.is_symlink() or (tree.exists() and not tree.is_dir()):
+        raise outputs.OutputRefused(tree, "scratch clone", "it is not a folder")
+    if escape := outputs.leaves_repository(tree):
+        raise outputs.OutputRefused(tree, "scratch clone", escape)
+    if tree.is_dir() and any(tree.iterdir()) and not (tree / CLONE_MARK).is_file():
+        raise outputs.OutputRefused(
+            tree, "scratch clone", f"a folder this tool did not clone (no {CLONE_MARK})"
+        )
+
+
 def scratch_tree(tree: Path) -> Path:
     """A clone of HEAD with this checkout's data/ (tokens, tokenizer): the stage's inputs."""
-    if not (tree / "dvc.yaml").exists():
+    if not (tree / CLONE_MARK).exists():
         subprocess.run(["git", "clone", "-q", str(REPO), str(tree)], check=True)
+        (tree / CLONE_MARK).write_text("made by python -m pipeline.busy_scaling\n")
     for f in (REPO / "data").iterdir():
         if f.is_file() and f.name != ".gitignore":
             shutil.copyfile(f, tree / "data" / f.name)
@@ -91,9 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--busy", type=int, default=1, help="spinning processes beside the stage")
     ap.add_argument("--fault", choices=["slow_thread", "slow_proc"], default=None)
-    ap.add_argument("--tree", default="/tmp/xtrain-busy-scaling", help="scratch clone (made once)")
-    ap.add_argument("--out", default="reports")
+    clone = outputs.Kind("scratch clone", folder=True)  # checked by check_tree (a git clone's root)
+    outputs.output_flag(
+        ap.add_argument("--tree", default="/tmp/xtrain-busy-scaling", help="scratch clone (made once)"), clone
+    )
+    outputs.output_flag(
+        ap.add_argument("--out", default="reports/busy_scaling.json", help="the record"), REPORT
+    )
     args = ap.parse_args(argv)
+    try:  # before minutes of runs: neither output over something this tool did not make
+        outputs.check(args.out, REPORT)
+        check_tree(Path(args.tree))
+    except outputs.OutputRefused as e:
+        return report(e)
     tree = scratch_tree(Path(args.tree))
     print(f"busy_scaling: {args.runs} runs, {args.busy} busy processes, fault {args.fault}, tree {tree}")
     print(
@@ -107,9 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r for r in results if r["status"] != ("fail" if args.fault else "pass")]
     print(f"{len(bad)} of {len(results)} runs not {'fail' if args.fault else 'pass'}: "
           + "; ".join(f"{r['status']}: {r['message'][:160]}" for r in bad))  # fmt: skip
-    out = Path(args.out) / "busy_scaling.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"busy": args.busy, "fault": args.fault, "runs": results}, indent=1))
+    record = {"format": "xtrain-busy-scaling/1", "busy": args.busy, "fault": args.fault, "runs": results}
+    outputs.write_file(args.out, json.dumps(record, indent=1), REPORT)
     return 0
 
 

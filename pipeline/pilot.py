@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from contracts import artifact_table
+from contracts import artifact_table, outputs
 from contracts.errors import report
 from contracts.fileio import replace_directory
 from params.config import Params
@@ -43,6 +43,10 @@ from xtrain.core.pilot import (
 )
 
 FORMAT = "xtrain-pilot/2"
+# runs/pilot: replaced as a whole, only over an earlier pilot (its pilot.json), an empty folder or nothing
+PILOT = outputs.Kind(
+    "pilot runs", folder=True, recognise=lambda p: outputs.json_format(FORMAT)(p / "pilot.json")
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
     ap.prog = "python -m pipeline.pilot"
     ap.add_argument("--cells", nargs="+", choices=sorted(CELLS), help="default: pilot.cells.<profile>")
     ap.add_argument("--launchers", nargs="+", choices=launch.LAUNCHERS, help="default: pilot.launchers")
-    ap.add_argument("--out", default="runs/pilot")
+    outputs.output_flag(ap.add_argument("--out", default="runs/pilot"), PILOT)
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
     ap.add_argument("--staging", default=None, help=argparse.SUPPRESS)  # the torchrun workers' folder
@@ -151,7 +155,7 @@ def train_all(argv: list[str], args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     params = stage.params_of(args)
     cells, launchers = chosen(params, args)
-    out = Path(args.out)
+    out = outputs.check(args.out, PILOT)  # before any cell trains
     staging = out.parent / f".{out.name}.partial"
     specs = preflight(params, cells, launchers, staging, (args.tokens, args.tokenizer))  # touches nothing
     shutil.rmtree(staging, ignore_errors=True)
@@ -173,6 +177,7 @@ def train_all(argv: list[str], args: argparse.Namespace) -> None:
     record = index(params, cells, launchers, seconds, time.perf_counter() - t0)
     record.update(runs=runs, proc_job_s=proc_s, proc_restarts=job.restarts if job is not None else 0)
     artifact_table.write("pilot", staging / "pilot.json", record)
+    outputs.check(out, PILOT)  # again: the folder may have changed while the cells trained
     replace_directory(staging, out)
     failed = [f"{c} {x}" for c in cells for x, r in runs[c].items() if r["status"] != "ok"]
     tail = f"; {len(failed)} failed (recorded for the gates): {', '.join(failed)}" if failed else ""

@@ -10,28 +10,31 @@ from __future__ import annotations
 
 import sys
 
-from contracts.fileio import atomic_write_json
+from contracts import outputs
+from contracts.fileio import canonical_json
 from contracts.validate import load_schema, validate
 from pipeline import stage
 from xtrain.core.probes import run_probes
 
 FORMAT = "xtrain-probes/1"
+PROBES = outputs.json_kind("probes", FORMAT)
 VOCAB = 256  # the probes never touch the embedding: any vocabulary serves
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = stage.parser(__doc__ or "")
     ap.prog = "python -m pipeline.probes"
-    ap.add_argument("--out", default="runs/probes.json")
+    outputs.output_flag(ap.add_argument("--out", default="runs/probes.json"), PROBES)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
 
     def body() -> None:
+        outputs.check(args.out, PROBES)  # before the probes run: never over a file it did not write
         params = stage.params_of(args)
         cfg = params.run_config(VOCAB).model
         record = {"format": FORMAT, "profile": params["profile"], "seed": params["seed"]}
         record |= run_probes(cfg, params["seed"])
         validate(record, load_schema("probes.schema.json"), args.out)
-        atomic_write_json(args.out, record)
+        outputs.write_file(args.out, canonical_json(record), PROBES)  # guarded again at the write
 
     return stage.run(body)
 

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from contracts import outputs
+from contracts.errors import report
 from pipeline import stage
 from xtrain.bench.remeasure import Remeasure
 from xtrain.bench.scaling import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
@@ -62,6 +64,21 @@ def rank_command(
     return torchrun_cmd(world, "pipeline.scaling", "rank", "proc", *worlds_arg, *common)
 
 
+RANK_RESULT = outputs.json_kind("measured rank's result", None)
+OUT_FILES = {  # what the stage writes into --out, each replaced only over an earlier one of its kind
+    "scaling.json": outputs.json_kind("scaling", "xtrain-scaling/1"),
+    "scaling.png": outputs.PICTURE,
+    "profile.json": outputs.json_kind("step profile", None),
+}
+
+
+def check_out(out: Path) -> None:
+    """--out: absent, empty, or a folder of earlier scaling outputs only; each file there one of ours."""
+    outputs.check(out, outputs.SCALING_FOLDER)
+    for name, kind in OUT_FILES.items():
+        outputs.check(out / name, kind)
+
+
 def worlds_list(text: str) -> list[int]:
     try:
         worlds = [int(w) for w in text.split(",")]
@@ -77,9 +94,13 @@ def rank_main(argv: list[str]) -> int:
     ap = parser("python -m pipeline.scaling rank")
     ap.add_argument("launcher", choices=["thread", "proc"])
     ap.add_argument("--worlds", type=worlds_list, default=[1], help="comma-separated; proc: its one world")
-    ap.add_argument("--result", required=True)
+    outputs.output_flag(ap.add_argument("--result", required=True), RANK_RESULT)
     args = ap.parse_args(argv)
-    params = stage.params_of(args)
+    try:  # before the measurement: never over a file it did not write
+        outputs.check(args.result, RANK_RESULT)
+    except outputs.OutputRefused as e:
+        return report(e)
+    params = stage.params_of(args).scaling_workload()
     spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
     measure_rank(
         spec,
@@ -110,11 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["rank"]:
         return rank_main(argv[1:])
     ap = parser("python -m pipeline.scaling")
-    ap.add_argument("--out", default="bench")
+    outputs.output_flag(ap.add_argument("--out", default="bench"), outputs.SCALING_FOLDER)
     args = ap.parse_args(argv)
 
     def body() -> None:
-        params = stage.params_of(args)
+        check_out(Path(args.out))  # before minutes of measuring
+        params = stage.params_of(args).scaling_workload()
         run = params.run_config(load_tokenizer(args.tokenizer).get_vocab_size())
         sc, launch = params.scaling_config(), params.launch_config()
         measured = measure_worlds(

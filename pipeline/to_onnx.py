@@ -3,6 +3,8 @@
 python -m pipeline.to_onnx EXPORT OUT.onnx
 
 The same graph the closed loop runs in ONNX Runtime (fp32 compute, dynamic batch and sequence).
+EXPORT must be an export folder (its manifest.json lists its files); OUT is written only where
+nothing is, or over an earlier ONNX graph (contracts/outputs.py): never over params.yaml or a source.
 """
 
 from __future__ import annotations
@@ -11,22 +13,42 @@ import argparse
 import sys
 from pathlib import Path
 
+from contracts import outputs
 from contracts.errors import cli
-from contracts.fileio import atomic_write_bytes
-from xtrain.export.onnx_engine import onnx_bytes
+from contracts.validate import ValidationError
 
 
-@cli
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m pipeline.to_onnx",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("export_dir")
-    ap.add_argument("out", help="the .onnx file to write")
-    args = ap.parse_args(argv)
-    atomic_write_bytes(args.out, onnx_bytes(Path(args.export_dir)))
+    outputs.output_flag(ap.add_argument("out", help="the .onnx file to write"), outputs.ONNX_GRAPH)
+    return ap
+
+
+def check_export(path: Path) -> Path:
+    """An export folder (pipeline.export wrote it), refused in one line before torch builds a model."""
+    if not path.is_dir():
+        raise ValidationError(str(path), "", "not a folder", "an export folder (python -m pipeline.export)")
+    if not outputs.EXPORT.recognise(path):
+        raise ValidationError(
+            str(path), "manifest.json", "not an export folder (no export manifest listing its files)",
+            "an export folder such as exports/fresh (a run folder is exported first: python -m pipeline.export)",
+        )  # fmt: skip
+    return path
+
+
+@cli
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    outputs.check(args.out, outputs.ONNX_GRAPH)  # before anything is built
+    export_dir = check_export(Path(args.export_dir))
+    from xtrain.export.onnx_engine import onnx_bytes  # torch and transformers: only for a valid request
+
+    outputs.write_file(args.out, onnx_bytes(export_dir), outputs.ONNX_GRAPH)
     print(f"wrote {args.out}")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from contracts import outputs
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.validate import load_json
 from params.project import load_sections
@@ -15,10 +16,11 @@ from xtrain.core.tokenizer import encode_text, save_tokenizer, save_tokens, trai
 
 def main(argv: list[str] | None = None) -> int:
     ap = stage.parser(__doc__ or "")
-    ap.add_argument("--data", default="data")
+    outputs.output_flag(ap.add_argument("--data", default="data"), outputs.DATA_FOLDER)
     args = ap.parse_args(argv)
 
     def body() -> None:
+        outputs.check(args.data, outputs.DATA_FOLDER)  # it writes tokenizer.json and tokens there
         params = load_sections(args.params, args.overrides, ("tokenizer",))  # a project file: this only
         data = Path(args.data)
         meta = load_json(str(data / "corpus.json"))

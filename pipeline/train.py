@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from contracts import artifact_table
+from contracts import artifact_table, outputs
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
 from params.cli import add_params_args
@@ -39,7 +39,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("launcher", choices=launch.LAUNCHERS)
     add_params_args(ap)
-    ap.add_argument("--run-dir", default=None, help="default: runs/<launcher>")
+    outputs.output_flag(
+        ap.add_argument("--run-dir", default=None, help="default: runs/<launcher>"), outputs.RUN
+    )
     ap.add_argument(
         "--world",
         type=int,

@@ -4,6 +4,7 @@
     python -m registry verify exports/pinned              # each file's expected and actual md5; exit 1 on mismatch
     python -m registry bless --reason "why"               # bless exports/pinned as the next version
     python -m registry bless --golden --reason "why"      # bless this environment's golden from the fresh run
+                                                          # (no exports/fresh: the run alone, into ./registry)
     python -m registry bless --perf --reason "why"        # bless this environment's perf baseline from runs/
     python -m registry pin runs/single --model NAME --reason "why"   # pin a new reference checkpoint
     python -m registry validate                           # schema-check every registry file, and the index
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import artifact_table, outputs
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
@@ -39,19 +41,39 @@ from registry.checks import (
     validate_everything,
 )
 from registry.provenance import provenance
+from registry.sealed import seal
 from registry.store import (
     MANIFEST,
+    ROOT,
     Registry,
     RegistryError,
     check_export,
     compare_files,
     export_files,
-    seal,
     write_once,
 )
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 
 MIN_REASON = 10
+CHECK_REPORT = outputs.json_kind("registry check", artifact_table.artifact("registry_check").format)
+REGISTRY_PARTS = ("index.json", "models", "pinned", "goldens", "baselines")
+
+
+def check_root(reg: Registry) -> None:
+    """A command that writes into --root: it must be a registry (its index or one of its folders) or a new
+    one (absent, empty), never a folder that happens to be named (`registry index` wrote into any)."""
+    root = reg.root
+    if not root.exists() and not root.is_symlink():
+        return
+    fresh = root.is_dir() and not any(root.iterdir())
+    if (
+        root.is_symlink()
+        or not root.is_dir()
+        or not (fresh or any((root / p).exists() for p in REGISTRY_PARTS))
+    ):
+        raise RegistryError(
+            f"{root}: not a registry (none of {', '.join(REGISTRY_PARTS)} there); "
+            "next: name the registry folder with --root (default: the registry package)"
+        )
 
 
 def default_model(params: str) -> str:
@@ -169,13 +191,17 @@ def series(values: dict[int, float]) -> dict[str, Any]:
 
 
 def bless_golden(
-    reg: Registry, metrics_path: Path, export_dir: Path, tier: str | None, reason: str, params: str
+    reg: Registry, metrics_path: Path, export_dir: Path | None, tier: str | None, reason: str, params: str
 ) -> int:
+    """A golden from a run record: its trajectory, its parameter digest and (`export_dir`) the export
+    md5s. A project of its own (runrecord) has no export: its golden is the run alone."""
     metrics = artifact_table.read("metrics", metrics_path)
-    manifest = read_manifest(export_dir)
     env = metrics["env"]
     env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
-    files = check_against_manifest(export_dir, manifest)
+    export = None
+    if export_dir is not None:
+        manifest = read_manifest(export_dir)
+        export = {"dtype": manifest["dtype"], "files": check_against_manifest(export_dir, manifest)}
     tier = tier or ("exact" if metrics["device"] == "cpu" else "approx")
     golden = {
         "format": "xtrain-golden/1",
@@ -186,39 +212,51 @@ def bless_golden(
         "metrics": {
             "train_loss": series(dict(enumerate(metrics["train_loss"]))),
             "val_loss": series({e["step"]: e["loss"] for e in metrics["eval"]}),
+            "grad_norm": series(dict(enumerate(metrics["grad_norm"]))),
         },
-        "export": {"dtype": manifest["dtype"], "files": files},
+        **({"export": export} if export is not None else {}),
+        "run": {"param_digest": metrics["param_digest"]},
         "provenance": provenance(env, params),
         "reason": reason,
     }
     last = reg.golden(env_id)
-    if last is not None:
-        old = last.data["metrics"]["train_loss"]["values"]
-        new = golden["metrics"]["train_loss"]["values"]
-        common = sorted(set(old) & set(new), key=int)
-        rel = max_rel([new[s] for s in common], [old[s] for s in common])
-        same_md5 = last.data["export"]["files"] == golden["export"]["files"]
-        if (
-            rel == 0.0
-            and same_md5
-            and last.data["config_hash"] == golden["config_hash"]
-            and last.data["tier"] == tier
-        ):
-            print(f"golden for {env_id} is identical to v{last.version}: nothing to bless")
-            return 0
-        print(
-            f"diff from {env_id} v{last.version}: train loss max rel {rel:.3g} over {len(common)} steps, "
-            f"export md5 {'unchanged' if same_md5 else 'changed'}, config_hash "
-            f"{last.data['config_hash']} -> {golden['config_hash']}, tier {last.data['tier']} -> {tier}"
-        )
+    if last is not None and _same_golden(last.data, golden, env_id):
+        return 0
     path = reg.next_path(reg.root / "goldens" / env_id)
     golden["version"] = int(path.stem[1:])
     golden = seal(golden)
     validate(golden, load_schema("golden.schema.json"), str(path))
     write_once(inside(reg.root, path), golden)
     reg.record(path)
-    print(f"blessed golden {path} ({tier} tier)")
+    what = "" if export is not None else ", the run alone: no export"
+    print(f"blessed golden {path} ({tier} tier{what})")
     return 0
+
+
+def _same_golden(last: dict[str, Any], golden: dict[str, Any], env_id: str) -> bool:
+    """Print the diff from the last golden; True (nothing to bless) when nothing changed."""
+    old = last["metrics"]["train_loss"]["values"]
+    new = golden["metrics"]["train_loss"]["values"]
+    common = sorted(set(old) & set(new), key=int)
+    rel = max_rel([new[s] for s in common], [old[s] for s in common])
+    same_export = last.get("export", {}).get("files") == golden.get("export", {}).get("files")
+    same_run = last.get("run") in (None, golden["run"])
+    if (
+        rel == 0.0
+        and same_export
+        and same_run
+        and last["config_hash"] == golden["config_hash"]
+        and last["tier"] == golden["tier"]
+    ):
+        print(f"golden for {env_id} is identical to v{last['version']}: nothing to bless")
+        return True
+    print(
+        f"diff from {env_id} v{last['version']}: train loss max rel {rel:.3g} over {len(common)} steps, "
+        f"export md5 {'unchanged' if same_export else 'changed'}, parameter digest "
+        f"{'unchanged' if same_run else 'changed'}, config_hash {last['config_hash']} -> "
+        f"{golden['config_hash']}, tier {last['tier']} -> {golden['tier']}"
+    )
+    return False
 
 
 # -- pin ----------------------------------------------------------------------------------------------
@@ -296,7 +334,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("export_dir", nargs="?", default="exports/pinned")
     v.add_argument("--model", default=None)
     v.add_argument("--version", type=int, default=None)
-    v.add_argument("--report", default=None, help="also write the result as JSON")
+    outputs.output_flag(
+        v.add_argument("--report", default=None, help="also write the result as JSON"), CHECK_REPORT
+    )
     v.add_argument(
         "--no-fail", action="store_true", help="exit 0 on a mismatch (record only; the gates decide)"
     )
@@ -326,15 +366,33 @@ def bless(reg: Registry, args: argparse.Namespace) -> int:
     if args.perf:
         return bless_baseline(reg, Path(args.runs), reason, args.params)
     if args.golden:
-        export_dir = Path(args.export or "exports/fresh")
-        return bless_golden(reg, Path(args.metrics), export_dir, args.tier, reason, args.params)
+        return bless_golden(reg, Path(args.metrics), golden_export(args), args.tier, reason, args.params)
     export_dir = Path(args.export or "exports/pinned")
     return bless_version(reg, export_dir, args.model or default_model(args.params), reason, args.params)
+
+
+def golden_export(args: argparse.Namespace) -> Path | None:
+    """The export a golden records: --export, else exports/fresh where it exists; None for a project
+    without an export stage (its golden is the run alone: trajectory and parameter digest)."""
+    if args.export:
+        return Path(args.export)
+    fresh = Path("exports/fresh")
+    return fresh if fresh.exists() else None
+
+
+def golden_registry(args: argparse.Namespace) -> Registry:
+    """Where a golden goes: --root, else ./registry of the project in the working directory (the
+    registry `python -m gates check` reads there), else the package's own."""
+    if args.root:
+        return Registry(args.root)
+    return Registry(Path("registry")) if Path("dvc.yaml").is_file() else Registry()
 
 
 def verify_command(reg: Registry, args: argparse.Namespace) -> int:
     """`verify`: each file's expected and actual md5; exit 1 on a mismatch unless --no-fail."""
     export_dir = Path(args.export_dir)
+    if args.report:  # before anything is read: never a report over a file this command did not write
+        outputs.check(args.report, CHECK_REPORT)
     report = verify(reg, export_dir, args.model or default_model(args.params), args.version)
     if args.report:
         artifact_table.write("registry_check", args.report, report)
@@ -345,12 +403,14 @@ def verify_command(reg: Registry, args: argparse.Namespace) -> int:
 @cli
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    reg = Registry(args.root) if args.root else Registry()
+    reg = golden_registry(args) if args.cmd == "bless" and args.golden else Registry(args.root or ROOT)
     if args.cmd == "list":
         return list_all(reg)
     if args.cmd == "validate":
         print(f"registry: {validate_everything(reg)} files valid, {reg.verify_index()} indexed")
         return 0
+    if args.cmd in ("index", "bless", "pin"):
+        check_root(reg)
     if args.cmd == "index":
         print(f"registry: indexed {index.create(reg.root)} files in {reg.root / index.INDEX}")
         return 0

@@ -16,7 +16,8 @@ from contracts import artifact_table
 from contracts.perf_record import STAGES, median_spread, stage_perf
 from contracts.validate import load_schema, validate
 from registry.provenance import provenance
-from registry.store import Registry, RegistryError, seal, write_once
+from registry.sealed import seal
+from registry.store import Registry, RegistryError, write_once
 
 STAGE_KEYS = ("launcher", "env_id", "world", "device", "config_hash", "tokens_per_step", "perf")
 

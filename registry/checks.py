@@ -15,14 +15,14 @@ from contracts.fileio import md5_file
 from contracts.validate import ValidationError, load_json
 from registry.store import MANIFEST, Registry, RegistryError, export_files
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]{0,99}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9._+-]{0,99}")  # fullmatch: `$` would let a trailing newline in
 NAME_RULE = f"pattern {NAME.pattern}"
 PINNED_FILES = ("model.safetensors", "state.json", "tokenizer.json")
 
 
 def check_name(name: Any, source: str, key: str) -> str:
     """A model name or env_id that can only ever name one folder inside the registry."""
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ValidationError(source, key, f"{name!r} is not a valid registry name", NAME_RULE)
     return name
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from contracts.fileio import atomic_write_json, md5_file, sha256_file
 from contracts.validate import ValidationError
-from registry.store import VERSION_FILE, load_sealed, seal
+from registry.sealed import VERSION_FILE, load_sealed, seal
 
 INDEX = "index.json"
 FORMAT = "xtrain-registry-index/1"
 SCHEMA = "registry_index.schema.json"
-TEMP = re.compile(r"^\..+\.(tmp|old)$")  # write_once's, atomic writes' and pin's scratch names
+TEMP = re.compile(r"\..+\.(tmp|old)")  # write_once's, atomic writes' and pin's scratch names
 RESTORE = "restore the registry from git (git checkout -- registry/)"
 
 
@@ -48,7 +48,7 @@ def on_disk(root: Path) -> list[str]:
 
 
 def _leftover(rel: str) -> bool:
-    return any(TEMP.match(part) for part in rel.split("/"))
+    return any(TEMP.fullmatch(part) for part in rel.split("/"))
 
 
 def _extra(root: Path, rel: str) -> IndexProblem:
@@ -96,7 +96,7 @@ def _own_error(root: Path, rel: str) -> None:
     if kind == "pinned" and name == "pin.json":
         load_sealed(root / rel, "pinned.schema.json")
         return
-    if kind not in SCHEMAS or not VERSION_FILE.match(name):
+    if kind not in SCHEMAS or not VERSION_FILE.fullmatch(name):
         return
     data = load_sealed(root / rel, SCHEMAS[kind])
     key = FOLDER_KEY[kind]

@@ -17,20 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from contracts.errors import XtrainError
-from contracts.fileio import canonical_json, md5_file, sha256_text
-from contracts.validate import ValidationError, load_json, load_schema
+from contracts.fileio import canonical_json, md5_file
+from contracts.validate import ValidationError
+from registry import index
+from registry.sealed import VERSION_FILE, load_sealed
 
 ROOT = Path(__file__).resolve().parent
-VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.json$")
 MANIFEST = "manifest.json"
-CONTENT_HASH = "content_sha256"
 
 
 class RegistryError(XtrainError, RuntimeError):
@@ -45,29 +44,6 @@ class Entry:
     @property
     def version(self) -> int:
         return int(self.data["version"])
-
-
-def content_hash(obj: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of `obj` without its own hash field."""
-    return sha256_text(canonical_json({k: v for k, v in obj.items() if k != CONTENT_HASH}))
-
-
-def seal(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` with its content hash (what bless and pin write)."""
-    return {**obj, CONTENT_HASH: content_hash(obj)}
-
-
-def load_sealed(path: Path, schema: str) -> dict[str, Any]:
-    """Read a registry file, validate it, and refuse it if its content hash does not match."""
-    data = load_json(str(path), load_schema(schema))
-    if data[CONTENT_HASH] != content_hash(data):
-        raise ValidationError(
-            str(path),
-            CONTENT_HASH,
-            "does not match the file's content: the file was edited by hand",
-            "registry files change only through python -m registry bless / pin",
-        )
-    return data
 
 
 def write_once(path: Path, obj: dict[str, Any]) -> None:
@@ -95,8 +71,6 @@ class Registry:
     # -- the index (registry/index.py): checked before the first read, extended by every write --
     def verify_index(self) -> int:
         """Every file on disk against registry/index.json (once per instance); returns the files listed."""
-        from registry import index
-
         listed = index.check(self.root)
         self._indexed = True
         return len(listed)
@@ -107,8 +81,6 @@ class Registry:
 
     def record(self, *paths: Path) -> None:
         """Add files just written (a blessed version, golden, baseline, pinned checkpoint) to the index."""
-        from registry import index
-
         index.record(self.root, list(paths))
         self._indexed = True
 
@@ -119,7 +91,7 @@ class Registry:
             return []
         out = []
         for f in sorted(folder.iterdir()):
-            m = VERSION_FILE.match(f.name)
+            m = VERSION_FILE.fullmatch(f.name)
             if not m:
                 continue
             data = load_sealed(f, schema)
@@ -213,7 +185,7 @@ class Registry:
 
     # -- writing --
     def next_path(self, folder: Path) -> Path:
-        existing = [int(m.group(1)) for f in folder.glob("v*.json") if (m := VERSION_FILE.match(f.name))]
+        existing = [int(m.group(1)) for f in folder.glob("v*.json") if (m := VERSION_FILE.fullmatch(f.name))]
         return folder / f"v{max(existing, default=0) + 1}.json"
 
 

@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
-import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from safetensors.torch import save
 from torch import nn
 
-from contracts.fileio import atomic_write_bytes, atomic_write_text
-from params.cadence import eval_due
+from contracts.errors import XtrainError
+from params.cadence import eval_due, eval_steps
 from params.identity import config_identity
-from xtrain.core.checkpoint import model_tensors, param_digest
+from runrecord import checks
+from runrecord.checks import RunRecordError
+from runrecord.dropout import MODES, install
+from runrecord.rundir import check_run_dir, write_record
+from xtrain.core.checkpoint import param_digest
 from xtrain.core.env import fingerprint
 from xtrain.core.fingerprint import MAX_TERMS, hash32
 from xtrain.core.peak_memory import peak_bytes, peak_record
-from xtrain.core.train import write_metrics
 
 # 1.1: finish(checkpoint=True). 1.2: config.train.steps and config.train.eval_every required (the gates
 # take a run's shape from its own config), eval_due(); config_hash leaves train's bookkeeping keys out
-# (params/identity.py, one identity with our trainer's)
-API_VERSION = "1.2"
+# (params/identity.py, one identity with our trainer's). 1.3: model= (train mode per step, dropout
+# masks seeded per sample or switched off: metrics.json eval_mode_steps and dropout), run_dir= checked
+# at construction, every value checked where it arrives, the run folder staged and guarded,
+# finish(checkpoint=True) by default.
+API_VERSION = "1.3"
 METRICS_FORMAT = "xtrain-metrics/1"
 WINDOW_STEPS = 5  # timing windows of this many steps; the first is warm-up
 
@@ -33,6 +38,11 @@ def _world_rank() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size(), dist.get_rank()
     return 1, 0
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The model itself under a DistributedDataParallel wrapper (its parameter names, its modules)."""
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
 class RunRecorder:
@@ -45,66 +55,170 @@ class RunRecorder:
         launcher: str | None = None,
         precision: str = "fp32",
         determinism: dict[str, Any] | None = None,
+        *,
+        model: nn.Module | None = None,
+        dropout: str = "seed",
+        frozen: tuple[str, ...] = (),
+        run_dir: str | Path | None = None,
     ) -> None:
-        missing = [k for k in ("seed", "model", "train") if k not in config]
-        if missing:
-            raise ValueError(f"RunRecorder config: missing {', '.join(missing)} (seed, model, train)")
-        for key, least in (("steps", 1), ("eval_every", 0)):
-            value = config["train"].get(key) if isinstance(config["train"], dict) else None
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(
-                    f"RunRecorder config: train.{key}: {value!r} is not an integer >= {least} (the gates "
-                    "take the run's length and eval steps from train.steps and train.eval_every)"
-                )
+        call = "RunRecorder"
+        self.config = checks.run_config(config)  # a plain JSON copy: what the record will hold
+        self.tokens_per_step = checks.count(
+            call, "tokens_per_step", tokens_per_step, 1, "the tokens one optimizer step trains, all ranks"
+        )
         self.world, self.rank = _world_rank()
-        self.config = json.loads(json.dumps(config))  # a plain JSON copy: what the record will hold
-        self.launcher = launcher or ("single" if self.world == 1 else "proc")
-        self.precision, self.tokens_per_step = precision, tokens_per_step
-        self.determinism = determinism or {}
+        default = "single" if self.world == 1 else "proc"
+        self.launcher = checks.choice(call, "launcher", launcher or default, checks.LAUNCHERS)
+        if (self.launcher == "single") != (self.world == 1):
+            raise RunRecordError(
+                call, "launcher", f"{self.launcher!r} at world {self.world}", "single: world 1"
+            )
+        self.precision = checks.choice(call, "precision", precision, checks.PRECISIONS)
+        self.determinism = checks.plain_json(call, "determinism", determinism or {})
+        if not isinstance(self.determinism, dict):
+            raise RunRecordError(call, "determinism", "not a dict")
+        self.dropout_mode = checks.choice(call, "dropout", dropout, MODES)
+        if not isinstance(frozen, (tuple, list)) or not all(isinstance(f, str) and f for f in frozen):
+            raise RunRecordError(call, "frozen", f"{frozen!r} is not a tuple of module names")
+        self.frozen = tuple(frozen)
+        self.run_dir = None if run_dir is None else check_run_dir(run_dir)
         self.train_loss: list[float] = []
         self.grad_norm: list[float] = []
         self.lr: list[float] = []
         self.evals: list[dict[str, Any]] = []
-        self._rows: list[tuple[int, int, int]] = []  # per step: count, hash sum, dropout hash sum (this rank)
-        self._pending = [0, 0, 0]
+        # per step, this rank: samples, their hash sum, mask hash sum, 1 if a module was not training
+        self._rows: list[tuple[int, int, int, int]] = []
+        self._pending = [0, 0, 0, 0]
+        self._model: nn.Module | None = None
+        self._masks, self._dropout, self._given_seeds, self._warned = None, None, False, False
         self._t0 = time.perf_counter()
         self._step_end: list[float] = []
+        if model is not None:
+            self.watch(model)
+
+    @property
+    def steps(self) -> int:
+        return int(self.config["train"]["steps"])
+
+    @property
+    def watched(self) -> nn.Module | None:
+        """The model whose train mode and dropout are recorded (None: not recorded)."""
+        return self._model
+
+    @property
+    def seeds_masks(self) -> bool:
+        """runrecord seeds the watched model's dropout masks (it needs the rows before each forward)."""
+        return self._masks is not None
+
+    def watch(self, model: nn.Module) -> None:
+        """The model being trained: its train mode is recorded at every samples() and step() call, and
+        its dropout seeded per sample (dropout='seed') or switched off (dropout='off')."""
+        if not isinstance(model, nn.Module):
+            raise RunRecordError("RunRecorder", "model", f"a {type(model).__name__}, not a torch nn.Module")
+        if self._model is not None:
+            raise RunRecordError("RunRecorder.watch", "model", "a model is already watched")
+        self._model = _unwrap(model)
+        self._dropout, self._masks = install(self._model, self.dropout_mode, self.config["seed"])
 
     def eval_due(self, done: int) -> bool:
         """Whether to evaluate after `done` optimizer steps: at 0, every train.eval_every steps and after
         the last one (params/cadence.py, the rule the gates check a record's evals against)."""
-        t = self.config["train"]
-        return eval_due(t["eval_every"], t["steps"], done)
+        done = checks.count("eval_due", "done", done, 0, "optimizer steps done")
+        return eval_due(self.config["train"]["eval_every"], self.steps, done)
 
     def samples(self, indices: list[int] | torch.Tensor, dropout_seeds: list[int] | None = None) -> None:
-        """Dataset indices this rank consumed in the current step (call once per micro-batch)."""
-        ids = [int(i) for i in (indices.tolist() if isinstance(indices, torch.Tensor) else indices)]
+        """The dataset indices of this rank's next micro-batch, one per batch row, before its forward."""
+        if len(self.train_loss) >= self.steps:
+            raise RunRecordError("samples", "indices", f"after the last step (train.steps {self.steps})")
+        ids = checks.indices("samples", "indices", indices)
+        if dropout_seeds is not None:
+            if self._masks is not None:
+                raise RunRecordError("samples", "dropout_seeds", "given while runrecord seeds the masks")
+            seeds = checks.indices("samples", "dropout_seeds", dropout_seeds)
+            self._pending[2] += sum(hash32(s) for s in seeds)
+            self._given_seeds = True
         self._pending[0] += len(ids)
         self._pending[1] += sum(hash32(i) for i in ids)
-        self._pending[2] += sum(hash32(s) for s in dropout_seeds or [])
         if self._pending[0] > MAX_TERMS:
-            raise ValueError(f"RunRecorder: more than {MAX_TERMS} samples in one step")
+            raise RunRecordError("samples", "indices", f"more than {MAX_TERMS} samples in one step")
+        if self._masks is not None:
+            self._masks.next_rows(ids)
+        self._observe_mode()
+
+    def next_rows(self, indices: list[int] | torch.Tensor) -> None:
+        """The dataset indices of the next training forward's rows, for an adapter that calls samples()
+        only after the forward (runrecord.hf): the seeded dropout masks need them before it."""
+        if self._masks is not None:
+            self._masks.next_rows(checks.indices("next_rows", "indices", indices))
 
     def step(self, loss: float, grad_norm: float, lr: float) -> None:
-        """Close the step: the loss (mean over ranks when `reduce_loss`), grad norm before clipping, lr."""
-        self.train_loss.append(float(loss))
-        self.grad_norm.append(float(grad_norm))
-        self.lr.append(float(lr))
+        """Close the step: the loss (mean over ranks), the grad norm before clipping, the lr."""
+        done = len(self.train_loss)
+        if done >= self.steps:
+            raise RunRecordError("step", "", f"step {done + 1} of a run of train.steps {self.steps}")
+        if not self._pending[0]:
+            raise RunRecordError(
+                "step", "", f"step {done} has no samples", "call rec.samples(indices) for each micro-batch"
+            )
+        values = (
+            checks.real("step", "loss", loss),
+            checks.real("step", "grad_norm", grad_norm, least=0.0),
+            checks.real("step", "lr", lr, least=0.0, finite=True),
+        )
+        self._observe_mode()
+        if self._masks is not None:
+            self._pending[2] += self._masks.take()
+            self._masks.step, self._masks.rows = done + 1, None
+        for series, value in zip((self.train_loss, self.grad_norm, self.lr), values, strict=True):
+            series.append(value)
         self._rows.append(tuple(self._pending))  # type: ignore[arg-type]
-        self._pending = [0, 0, 0]
+        self._pending = [0, 0, 0, 0]
         self._step_end.append(time.perf_counter())
 
     def eval(self, step: int, loss: float) -> None:
         """A validation loss after `step` optimizer steps (0: before training), the same on every rank."""
-        self.evals.append({"step": int(step), "loss": float(loss)})
+        step = checks.count("eval", "step", step, 0, "optimizer steps done before this evaluation")
+        if step != len(self.train_loss):
+            raise RunRecordError("eval", "step", f"{step}, after {len(self.train_loss)} recorded steps")
+        if any(e["step"] == step for e in self.evals):
+            raise RunRecordError("eval", "step", f"{step} is recorded already")
+        if not self.eval_due(step):
+            due = eval_steps(self.config["train"])
+            raise RunRecordError("eval", "step", f"{step} is not due", f"evaluate at {due} (rec.eval_due)")
+        self.evals.append({"step": step, "loss": checks.real("eval", "loss", loss)})
+
+    def _observe_mode(self) -> None:
+        """Mark the open step if a module of the watched model is not in training mode (T21)."""
+        if self._model is None:
+            return
+        name = next(
+            (
+                n
+                for n, m in self._model.named_modules()
+                if not m.training and not any(n == f or n.startswith(f + ".") for f in self.frozen)
+            ),
+            None,
+        )
+        if name is None:
+            return
+        self._pending[3] = 1
+        if not self._warned:
+            self._warned = True
+            sys.stderr.write(
+                f"runrecord: warning: rank {self.rank}: model in eval mode at training step "
+                f"{len(self.train_loss)} (module {name or 'the model'!r} not training): dropout would be "
+                "silently off; recorded in metrics.json eval_mode_steps, the gates fail the run\n"
+            )
 
     def finish(
-        self, model: nn.Module, run_dir: str | Path, checkpoint: bool = False
+        self, model: nn.Module | None = None, run_dir: str | Path | None = None, checkpoint: bool = True
     ) -> dict[str, Any] | None:
-        """Every rank calls it. Reduces fingerprints and parameter agreement; rank 0 writes the record,
-        and with `checkpoint` the final weights the consistency gate recomputes param_digest from."""
-        if not self.train_loss:
-            raise ValueError("RunRecorder.finish: no step was recorded")
+        """Every rank calls it. Reduces fingerprints and parameter agreement; rank 0 writes the record
+        and (`checkpoint`) the final weights the consistency gate recomputes param_digest from."""
+        model = _unwrap(self._finish_model(model))
+        target = self._finish_target(run_dir)
+        self._refuse_incomplete()
+        self._agree_on_target(target, model)  # rank 0's guard verdict, shared before any collective
         device = next(model.parameters()).device
         samples = self._reduced_samples(device)
         per_rank_max, sums = _cross_rank(model)
@@ -112,17 +226,58 @@ class RunRecorder:
         if self.rank != 0:
             return None
         record = self._record(model, device, samples, per_rank_max, sums, peaks)
-        write_run(Path(run_dir), record)
-        if checkpoint:
-            write_final_checkpoint(Path(run_dir), model, len(self.train_loss))
+        write_record(target, record, model if checkpoint else None)
         return record
+
+    def _finish_model(self, model: nn.Module | None) -> nn.Module:
+        model = model if model is not None else self._model
+        if not isinstance(model, nn.Module) or not list(model.parameters()):
+            raise RunRecordError("finish", "model", "no nn.Module with parameters given (nor to RunRecorder)")
+        return model
+
+    def _finish_target(self, run_dir: str | Path | None) -> Path:
+        if run_dir is None and self.run_dir is None:
+            raise RunRecordError("finish", "run_dir", "none given (nor to RunRecorder)")
+        return Path(run_dir) if run_dir is not None else self.run_dir  # type: ignore[return-value]
+
+    def _refuse_incomplete(self) -> None:
+        """A record the gates would refuse is refused here, on every rank alike, before anything is written."""
+        if len(self.train_loss) != self.steps:
+            raise RunRecordError(
+                "finish", "", f"{len(self.train_loss)} steps recorded, train.steps {self.steps}"
+            )
+        if any(self._pending):
+            raise RunRecordError("finish", "", "samples() after the last step()")
+        want, got = eval_steps(self.config["train"]), [e["step"] for e in sorted(self.evals, key=_step)]
+        if got != want:
+            raise RunRecordError(
+                "finish", "eval", f"evals at steps {got}", f"train.eval_every implies {want}"
+            )
+
+    def _agree_on_target(self, target: Path, model: nn.Module) -> None:
+        """Rank 0 checks the run folder (contracts/outputs.py); every rank raises if it is refused."""
+        problem: Exception | None = None
+        if self.rank == 0:
+            try:
+                check_run_dir(target)
+            except XtrainError as e:  # OutputRefused: the guard's own one line
+                problem = e
+        refused = problem is not None
+        if self.world > 1:
+            flag = torch.tensor([float(refused)], device=next(model.parameters()).device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            refused = bool(flag.item())
+        if problem is not None:
+            raise problem
+        if refused:
+            raise RunRecordError("finish", "run_dir", f"rank 0 refused {target} (its error names why)")
 
     def _reduced_samples(self, device: torch.device) -> dict[str, list[int]]:
         rows = torch.tensor(self._rows, dtype=torch.float64, device=device)  # exact below 2^53
         if self.world > 1:
             dist.all_reduce(rows)
         cols = [[int(v) for v in col] for col in rows.t().tolist()]
-        return {"count": cols[0], "hash_sum": cols[1], "dropout_hash_sum": cols[2]}
+        return {"count": cols[0], "hash_sum": cols[1], "dropout_hash_sum": cols[2], "not_training": cols[3]}
 
     def _windows(self) -> list[dict[str, Any]]:
         ends = [self._t0, *self._step_end]
@@ -132,6 +287,17 @@ class RunRecorder:
             out.append({"first_step": first, "steps": WINDOW_STEPS, "seconds": seconds})
         return out or [{"first_step": 0, "steps": len(self._step_end), "seconds": ends[-1] - ends[0]}]
 
+    def _observed(self, samples: dict[str, list[int]]) -> dict[str, Any]:
+        """What only a watched model lets the recorder say: train mode per step, the dropout masks."""
+        not_training = samples.pop("not_training")
+        out: dict[str, Any] = {}
+        if self._model is not None:
+            out["eval_mode_steps"] = [s for s, n in enumerate(not_training) if n]
+            out["dropout"] = self._dropout
+        elif self._given_seeds:
+            out["dropout"] = {"masks": "given", "modules": 0, "p": []}
+        return out
+
     def _record(self, model, device, samples, per_rank_max, sums, peaks) -> dict[str, Any]:
         windows, steps = self._windows(), len(self.train_loss)
         elapsed = self._step_end[-1] - self._t0
@@ -139,7 +305,8 @@ class RunRecorder:
         steady_rate = (
             sum(w["steps"] for w in steady) * self.tokens_per_step / sum(w["seconds"] for w in steady)
         )
-        evals = sorted(self.evals, key=lambda e: e["step"])
+        evals = sorted(self.evals, key=_step)
+        observed = self._observed(samples)
         return {
             "format": METRICS_FORMAT,
             "launcher": self.launcher,
@@ -158,6 +325,7 @@ class RunRecorder:
             "lr": self.lr,
             "eval": evals,
             "samples": samples,
+            **observed,
             "initial_val_loss": evals[0]["loss"] if evals and evals[0]["step"] == 0 else None,
             "final_val_loss": evals[-1]["loss"] if evals else None,
             "tokens_per_s": steps * self.tokens_per_step / elapsed,
@@ -181,6 +349,10 @@ class RunRecorder:
         }
 
 
+def _step(e: dict[str, Any]) -> int:
+    return e["step"]
+
+
 def _gather_floats(value: float, device: torch.device) -> list[float]:
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return [value]
@@ -201,19 +373,3 @@ def _cross_rank(model: nn.Module) -> tuple[list[float], list[float]]:
         local_max = max(local_max, float((p.detach() - ref).abs().max()))
         total += float(p.detach().double().sum())
     return _gather_floats(local_max, device), _gather_floats(total, device)
-
-
-def write_run(run_dir: Path, record: dict[str, Any]) -> None:
-    """metrics.json (schema-validated, atomic), summary.json, loss.csv and eval.csv, as xtrain writes them."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_metrics(run_dir, record)
-
-
-def write_final_checkpoint(run_dir: Path, model: nn.Module, steps: int) -> None:
-    """checkpoints/step_<steps>/model.safetensors (the tensors param_digest hashes, tied ones copied
-    apart: safetensors refuses shared storage) and checkpoints/latest, each written atomically."""
-    folder = run_dir / "checkpoints" / f"step_{steps:06d}"
-    folder.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.clone() for k, v in model_tensors(model).items()}
-    atomic_write_bytes(folder / "model.safetensors", save(tensors))
-    atomic_write_text(run_dir / "checkpoints" / "latest", folder.name + "\n")

@@ -49,6 +49,11 @@ PARAMS = _pin()
 # Subprocesses started from the pinned folder (below) import the code under test: a `-m` or `-c`
 # run puts its cwd first on sys.path, so a scratch copy's own code still wins in its own folder.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+# The suite oversubscribes its cores by design (xdist workers, each starting ranks with their own
+# intra-op threads): OpenMP threads that spin while they wait burn the cores the other ranks need
+# (a torchrun world-2 run of the tiny config: 12 CPU s spinning, 9.4 passive). Scheduling only: the
+# numbers are the same. Set before torch loads its OpenMP runtime, inherited by every subprocess.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def code_first(root: Path, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -262,8 +267,9 @@ def gate_tree(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def scratch_repo(dest: Path) -> Path:
-    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline;
-    params.yaml and dvc.lock are the committed ones (PINNED), not the checkout's working files."""
+    """The tracked files of this worktree (committed or not) in a fresh git repo, with DVC offline and
+    its default remote beside it (`DEST.remote`, never the user's run cache); params.yaml and dvc.lock
+    are the committed ones (PINNED), not the checkout's working files."""
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
@@ -278,6 +284,8 @@ def scratch_repo(dest: Path) -> Path:
         if (dest / rel).exists():
             (dest / rel).write_bytes((PARAMS.parent / rel).read_bytes())
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    # the default remote is the user's shared run cache (.dvc/config): a test's pushes stay beside it
+    (dest / ".dvc" / "config.local").write_text(f"['remote \"shared\"']\n    url = {dest}.remote\n")
     return dest
 
 
@@ -287,3 +295,11 @@ def cuda_runs(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory):
     from cuda_runs import CudaRuns
 
     return CudaRuns(tiny_data, tmp_path_factory.mktemp("cuda-runs"))
+
+
+@pytest.fixture(scope="session")
+def proc_runs(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory):
+    """Real torchrun runs of the tiny config shared by the DDP tests that only read them (tests/proc_runs.py)."""
+    from proc_runs import ProcRuns
+
+    return ProcRuns(tiny_data, tmp_path_factory.mktemp("proc-runs"))

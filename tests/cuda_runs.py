@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bug_layer import xtrain_bugs as bugs
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
 from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 
@@ -44,14 +45,15 @@ class Launched:
 def launch(
     data: TinyData, launcher: str, run_dir: Path, world: int, *, cuda: bool = True, fault: str = ""
 ) -> Launched:
-    """The real launcher command (thread CLI or torchrun), NCCL_DEBUG=INFO, optionally a fault."""
+    """The real launcher command (thread CLI or torchrun), NCCL_DEBUG=INFO, optionally a bug
+    (tests/bug_layer/xtrain_bugs.py, in every process of the run)."""
     args = tiny_cli(data, run_dir, *(CUDA_SETS if cuda else ()))
     if launcher == "thread":
         cmd = [sys.executable, "-m", LAUNCH_MODULE, "thread", "--world", str(world), *args]
     else:
         cmd = torchrun_cmd(world, LAUNCH_MODULE, "proc", *args)
-    env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
-    env.update(NCCL_DEBUG="INFO", **({"XTRAIN_FAULT": fault} if fault else {}))
+    env = {k: v for k, v in os.environ.items() if k not in ("XTRAIN_FAULT", bugs.ENV)}
+    env = {**(bugs.bug_env(fault, env) if fault else env), "NCCL_DEBUG": "INFO"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Launched(proc.stdout + proc.stderr, metrics(run_dir))
@@ -86,7 +88,7 @@ class CudaRuns:
         return self._cache[key]  # type: ignore[return-value]
 
     def threads(self, world: int) -> dict:
-        """A thread-launcher run in this process (faults patched in by the caller are not cached)."""
+        """A thread-launcher run in this process (bugs injected by the caller are not cached)."""
         self._fresh += 1
         run_dir = self._dir("threads", world, self._fresh)
         run_threads(

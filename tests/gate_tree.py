@@ -24,12 +24,12 @@ from pathlib import Path
 import yaml
 
 from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData, tiny_cli, tiny_spec, tiny_text
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.fileio import atomic_write_json, md5_file
 from gates.__main__ import main as gates_main
 from params.config import set_in_file
 from registry import index as registry_index
 from registry.__main__ import main as registry_main
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 from xtrain.export.closed_loop_run import closed_loop
 from xtrain.export.hf_folder import export
@@ -136,6 +136,7 @@ def build_tree(tiny_data: TinyData, root: Path) -> Path:
          "--out", str(root / "runs" / "pilot")]
     )  # fmt: skip
     run_cli([sys.executable, "-m", "pipeline.probes", *params, "--out", str(root / "runs" / "probes.json")])
+    run_cli([sys.executable, "-m", "pipeline.env", *params, "--out", str(root / "runs" / "env.json")])
     verify = ["verify", str(root / "exports" / "pinned"), "--no-fail"]
     registry(root, *params, *verify, "--report", str(root / "reports" / "registry_check.json"))
     lock_with_dvc(root)
@@ -173,14 +174,24 @@ def run_cli(cmd: list[str], env: dict[str, str] | None = None) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def _train_stage(run: str) -> dict:
+def _train_stage(run: str, cached: bool = True) -> dict:
+    """A training stage as dvc.yaml has it (train_single's outs uncached: never restored)."""
+
+    def out(path: str) -> str | dict:
+        return path if cached else {path: {"cache": False}}
+
     return {
         "cmd": "true",
-        "deps": ["data/tokenizer.json", "data/tokens.safetensors"],
-        "outs": [f"runs/{run}/checkpoints", f"runs/{run}/metrics.json"],
-        "metrics": [f"runs/{run}/summary.json"],
-        "plots": [f"runs/{run}/loss.csv", f"runs/{run}/eval.csv"],
+        "deps": ["data/tokenizer.json", "data/tokens.safetensors", "runs/env.json"],
+        "outs": [out(f"runs/{run}/checkpoints"), out(f"runs/{run}/metrics.json")],
+        "metrics": [out(f"runs/{run}/summary.json")],
+        "plots": [out(f"runs/{run}/loss.csv"), out(f"runs/{run}/eval.csv")],
     }
+
+
+def out_path(out: str | dict) -> str:
+    """A dvc.yaml out's path (`path` or `{path: {options}}`)."""
+    return out if isinstance(out, str) else next(iter(out))
 
 
 # the real dvc.yaml's stages and outs (commands are not run: the tree was built by the code above)
@@ -192,7 +203,8 @@ DVC_YAML = {
             "deps": ["data/corpus.txt"],
             "outs": ["data/tokenizer.json", "data/tokens.safetensors"],
         },
-        "train_single": _train_stage("single"),
+        "env": {"cmd": "true", "always_changed": True, "outs": [{"runs/env.json": {"cache": False}}]},
+        "train_single": _train_stage("single", cached=False),
         "train": {"foreach": ["thread", "proc"], "do": _train_stage("${item}")},
         "export": {
             "cmd": "true",
@@ -250,7 +262,7 @@ def write_pipeline(root: Path, stages: list[str]) -> None:
             }
         else:
             pipeline[name] = body
-        paths = [p for k in ("outs", "metrics", "plots") for p in body.get(k, [])]
+        paths = [out_path(p) for k in ("outs", "metrics", "plots") for p in body.get(k, [])]
         lock[name] = {"cmd": "true", "outs": [{"path": p, "hash": "md5"} for p in paths]}
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": pipeline}))
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": lock}))

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import PARAMS, TinyData, tiny_spec, tiny_text
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.fileio import atomic_write_json
 from gate_tree import seal, write_pipeline
 from gates.__main__ import main as gates_main
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 from xtrain.core.launch import run_single
 from xtrain.export.closed_loop_run import closed_loop
 from xtrain.export.hf_folder import export

@@ -2,8 +2,9 @@
 
 Every run here is the real training code on the tiny config with dropout on (masks per global
 sample, so DDP equals single device up to summation order even with dropout). The negative
-controls inject real bugs through xtrain/core/faults.py: gradients summed instead of averaged, every
-rank reading rank 0's shard, one rank's dropout seed out of sync. Each must fail the gate with the
+controls inject real bugs from outside xtrain (tests/bug_layer/xtrain_bugs.py: in this process for the
+thread ranks, through XTRAIN_TEST_PATCH in every torchrun worker): gradients summed instead of
+averaged, every rank reading rank 0's shard, one rank's dropout seed out of sync. Each must fail the gate with the
 configured thresholds of params.yaml, under the thread launcher and (for two) real torchrun.
 """
 
@@ -12,26 +13,27 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import PARAMS, REPO, TinyData, tiny_cli, tiny_run_config, tiny_spec
+from bug_layer import xtrain_bugs as bugs
+from conftest import PARAMS, TinyData, tiny_run_config, tiny_spec
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
-from xtrain.core import faults
+from proc_runs import ProcRuns
+from xtrain.core import failpoints
 from xtrain.core.data import TokenData, step_batch
 from xtrain.core.fingerprint import hash32
-from xtrain.core.launch import RankFailed, run_single, run_threads, torchrun_cmd
+from xtrain.core.launch import RankFailed, run_single, run_threads
 from xtrain.core.model import build_model
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
 DROPOUT = {"dropout": 0.1, "attn_dropout": 0.1}
+DROPOUT_SETS = tuple(f"model.{k}={v}" for k, v in DROPOUT.items())
 TRAIN = {"cpu_threads": 2}
 LOSS_MATCH = load_thresholds(PARAMS)["loss_match"]
 
@@ -45,17 +47,9 @@ def thread_run(data: TinyData, run_dir: Path, world: int, model: dict | None = D
     return metrics(run_dir)
 
 
-def torchrun(
-    data: TinyData, run_dir: Path, fault: str | None = None, world: int = 2, timeout: float = 180
-) -> dict:
-    sets = [f"model.{k}={v}" for k, v in DROPOUT.items()]
-    cmd = torchrun_cmd(world, "pipeline.train", "proc", *tiny_cli(data, run_dir, *sets))
-    env = {k: v for k, v in os.environ.items() if k != "XTRAIN_FAULT"}
-    if fault:
-        env["XTRAIN_FAULT"] = fault
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return metrics(run_dir)
+def torchrun(proc_runs: ProcRuns, bug: str | None = None, world: int = 2) -> dict:
+    """A real torchrun run of the tiny config with dropout, shared for the session (tests/proc_runs.py)."""
+    return proc_runs.get(world, *DROPOUT_SETS, bug=bug or "").metrics
 
 
 def verdict(single: dict, run: dict, name: str = "thread") -> Outcome:
@@ -98,15 +92,15 @@ def test_correct_ddp_without_dropout_passes(tiny_data: TinyData, tmp_path: Path)
     assert verdict(metrics(tmp_path / "single"), run).status == "pass"
 
 
-def test_correct_ddp_under_torchrun_passes(tiny_data: TinyData, single: dict, tmp_path: Path) -> None:
-    assert verdict(single, torchrun(tiny_data, tmp_path), "proc").status == "pass"
+def test_correct_ddp_under_torchrun_passes(single: dict, proc_runs: ProcRuns) -> None:
+    assert verdict(single, torchrun(proc_runs), "proc").status == "pass"
 
 
 # --- negative controls: real DDP bugs fail ------------------------------------------------------
 
 
-def faulty_thread_run(data: TinyData, run_dir: Path, world: int, fault: str, monkeypatch) -> dict:
-    monkeypatch.setattr(faults, "_FAULT", faults.parse(fault))
+def faulty_thread_run(data: TinyData, run_dir: Path, world: int, bug: str, monkeypatch) -> dict:
+    bugs.inject(monkeypatch, bug)
     return thread_run(data, run_dir, world)
 
 
@@ -157,14 +151,21 @@ def test_an_unsynchronised_dropout_rng_fails(
     assert run["samples"]["hash_sum"] == single["samples"]["hash_sum"]
 
 
+# grad_sum and same_shard at world 4: the runs test_launcher_parity.py judges against the thread launcher
 @pytest.mark.parametrize(
-    "fault,check",
-    [("grad_sum@*:0", "first step"), ("same_shard@*:0", "samples"), ("dropout_unsync@0:3", "dropout masks")],
+    "bug,world,check",
+    [
+        ("grad_sum@*:0", 4, "first step"),
+        ("same_shard@*:0", 4, "samples"),
+        ("dropout_unsync@0:3", 2, "dropout masks"),
+    ],
 )
 def test_ddp_bugs_under_torchrun_fail(
-    tiny_data: TinyData, single: dict, tmp_path: Path, fault: str, check: str
+    single: dict, proc_runs: ProcRuns, bug: str, world: int, check: str
 ) -> None:
-    assert check in failed_checks(verdict(single, torchrun(tiny_data, tmp_path, fault), "proc"))
+    run = torchrun(proc_runs, bug, world)
+    assert run["world"] == world
+    assert check in failed_checks(verdict(single, run, "proc"))
 
 
 def test_without_dropout_an_unsynchronised_dropout_seed_changes_nothing(
@@ -172,7 +173,7 @@ def test_without_dropout_an_unsynchronised_dropout_seed_changes_nothing(
 ) -> None:
     """The fault only exists where there is dropout: the gate must not flag a dropout-free run."""
     run_single(tiny_spec(tiny_data, run_dir=tmp_path / "single", train=TRAIN))
-    monkeypatch.setattr(faults, "_FAULT", faults.parse("dropout_unsync@1:0"))
+    bugs.inject(monkeypatch, "dropout_unsync@1:0")
     run = thread_run(tiny_data, tmp_path / "thread", 2, model=None)
     assert verdict(metrics(tmp_path / "single"), run).status == "pass"
     assert set(run["samples"]["dropout_hash_sum"]) == {0}
@@ -206,10 +207,10 @@ def test_the_fingerprints_survive_a_crash_and_resume(
     tiny_data: TinyData, thread2: dict, tmp_path: Path, monkeypatch
 ) -> None:
     spec = tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, model=DROPOUT, train=TRAIN)
-    monkeypatch.setattr(faults, "_FAULT", faults.parse("raise@1:8"))
+    monkeypatch.setattr(failpoints, "_FAULT", failpoints.parse("raise@1:8"))
     with pytest.raises(RankFailed):
         run_threads(spec, 2, 30)
-    monkeypatch.setattr(faults, "_FAULT", None)
+    monkeypatch.setattr(failpoints, "_FAULT", None)
     run_threads(dataclasses.replace(spec, resume=True), 2, 30)
     resumed = metrics(tmp_path)
     assert resumed["resumed_from_step"] == 6

@@ -15,11 +15,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bug_layer import xtrain_bugs as bugs
 from conftest import PARAMS
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
-from xtrain.core import faults
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 
@@ -60,7 +60,7 @@ def test_correct_ddp_on_cuda_passes(cuda_runs, launcher: str, world: int) -> Non
 
 @pytest.mark.parametrize("fault,check", BUGS)
 def test_ddp_bugs_on_cuda_fail_the_gate_thread(cuda_runs, monkeypatch, fault: str, check: str) -> None:
-    monkeypatch.setattr(faults, "_FAULT", faults.parse(fault))
+    bugs.inject(monkeypatch, fault)
     assert check in failed_checks(verdict(cuda_runs.single(), cuda_runs.threads(2), "thread"))
 
 

@@ -118,3 +118,43 @@ def test_unblessed_config_is_not_a_pass_then_blessing_makes_it_exact(pipeline: P
     # only as a judged result (never a skip or an artifact error).
     assert set(failing) <= {"scaling"}, failing
     assert after["scaling"]["status"] in ("pass", "fail", "inconclusive"), after["scaling"]
+
+
+def use_remote(root: Path, remote: Path) -> None:
+    """Point the checkout's default remote (`shared`, .dvc/config) at `remote` (config.local)."""
+    (root / ".dvc" / "config.local").write_text(f"['remote \"shared\"']\n    url = {remote}\n")
+
+
+def reuse(root: Path, *args: str) -> dict[str, str]:
+    sh(root, sys.executable, "-m", "pipeline.repro", *args)
+    return json.loads((root / "reports" / "repro.json").read_text())["stages"]
+
+
+def test_a_second_clone_judges_a_docs_change_from_the_shared_run_cache(
+    pipeline: Path, tmp_path: Path
+) -> None:
+    """Two clones, one remote (docs/run-cache.md): the first shares its runs; the second, with a docs-only
+    change, restores every stage but env and train_single (fresh_train's run always trains here) and
+    gets every gate's verdict the first got. Control: a params change reruns the stage it touches."""
+    remote = tmp_path / "remote"
+    use_remote(pipeline, remote)
+    reuse(pipeline, "--no-pull")  # the blessing of the test above changed the export's registry dep
+    first = gates(pipeline, ok=(0, 1))
+    sh(pipeline, sys.executable, "-m", "pipeline.repro", "push")
+    second = tmp_path / "second"
+    sh(pipeline, "git", "add", "-A")  # outputs are git-ignored: the clone gets code, params, dvc.lock
+    sh(pipeline, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first clone")
+    sh(tmp_path, "git", "clone", "-q", str(pipeline), str(second))
+    use_remote(second, remote)
+    (second / "README.md").write_text((second / "README.md").read_text() + "\nA docs-only change.\n")
+    stages = reuse(second)
+    assert {s for s, how in stages.items() if how == "ran"} == {"env", "train_single"}, stages
+    assert all(how == "restored" for s, how in stages.items() if s not in ("env", "train_single")), stages
+    judged = gates(second, ok=(0, 1))
+    assert {g: v["status"] for g, v in judged.items() if g != "provenance"} == {
+        g: v["status"] for g, v in first.items() if g != "provenance"
+    }
+    assert judged["provenance"]["status"] == "pass"
+    assert "restored from the run cache" in judged["provenance"]["message"]
+    set_in_file(second / "params.yaml", ["closed_loop.new_tokens=6"])
+    assert reuse(second, "--no-pull")["closed_loop"] == "ran"

@@ -64,9 +64,9 @@ def test_export_has_the_qwen3_layout(checkpoint: Path, tmp_path: Path) -> None:
     with safe_open(tmp_path / "e" / "model.safetensors", "pt") as f:
         names = set(f.keys())
         assert f.metadata() == {"format": "pt"}
+    from contracts.checkpoint_dir import resolve_checkpoint
     from params.config import ModelConfig
     from xtrain.core.checkpoint import read_state
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
 
     expected = hf_tensor_names(ModelConfig(**read_state(resolve_checkpoint(checkpoint))["config"]["model"]))
     assert names == set(expected)
@@ -78,7 +78,7 @@ def test_export_has_the_qwen3_layout(checkpoint: Path, tmp_path: Path) -> None:
 def test_closed_loop_passes_on_the_export_and_its_control_fails(
     checkpoint: Path, tmp_path: Path, dtype: str
 ) -> None:
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
 
     export(checkpoint, tmp_path / "e", dtype)
     report = closed_loop(
@@ -102,7 +102,7 @@ def test_closed_loop_passes_on_the_export_and_its_control_fails(
 
 def test_closed_loop_fails_on_a_wrong_config(checkpoint: Path, tmp_path: Path) -> None:
     """A subtly wrong export (RoPE base) loads fine in transformers but computes something else."""
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
 
     export(checkpoint, tmp_path / "e", "fp32")
     cfg_path = tmp_path / "e" / "config.json"
@@ -130,7 +130,7 @@ def test_a_control_that_cannot_fail_fails_the_closed_loop(
 
     monkeypatch.setattr(verify, "perturbed_copy", harmless_copy)
     monkeypatch.setattr(verify, "perturbed", lambda model_bytes, tensor: model_bytes)
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
 
     export(checkpoint, tmp_path / "e", "fp32")
     report = closed_loop(
@@ -156,7 +156,7 @@ def test_export_refuses_a_checkpoint_that_is_not_qwen3(checkpoint: Path, tmp_pat
 
     from safetensors.torch import load_file, save_file
 
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
 
     broken = tmp_path / "ckpt"
     shutil.copytree(resolve_checkpoint(checkpoint), broken)
@@ -245,7 +245,7 @@ def test_gguf_check_catches_metadata_that_disagrees_with_config(checkpoint: Path
 def test_llama_cpp_greedy_tokens_match_ours(checkpoint: Path, tmp_path: Path) -> None:
     """llama.cpp itself, where llama-cpp-python is installed (docs/deploying.md says how to build it)."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed (docs/deploying.md)")
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
     from xtrain.export.closed_loop_run import greedy, load_ours, prompts_from_text
 
     export(checkpoint, tmp_path / "e", "fp32")

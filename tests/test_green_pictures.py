@@ -5,7 +5,7 @@ case the way a real run or a real registry would be (a moved loss, a golden of a
 a perf baseline blessed by the real bless code, ...). Each case names the gate, the status it must
 get and a piece of its message (so the case really is that tier and status), then the gate's card
 in the HTML report must hold a picture: an SVG or a file table, never "No picture". A gate whose
-stage has not run is a skip with nothing measured: its card says so ("Nothing measured to draw").
+stage is not in the pipeline is a skip folded into one row of the verdict table, with no card.
 The negative control: a picture function that raises is found by the same check.
 """
 
@@ -362,11 +362,13 @@ def test_every_gate_draws_in_every_tier_and_status(work: Path, case: str) -> Non
     assert holes(html) == [], card(html, gid)[:2000]
 
 
-def test_a_stage_not_run_says_nothing_was_measured(work: Path) -> None:
+def test_a_stage_not_in_the_pipeline_is_one_row_with_nothing_to_draw(work: Path) -> None:
     scaling_never_ran(work)
     g, html = judged(work, "scaling")
-    assert g["status"] == "skip", g["message"]
-    assert "Nothing measured to draw: " in card(html, "scaling") and "No picture" not in html
+    assert g["status"] == "skip" and g["not_in_pipeline"] == ["scaling"], g
+    # folded into one row of the verdict table (gates/rows.py), no card claiming a picture is missing
+    assert "not in this pipeline: 1 gate (stages scaling: " in html and "No picture" not in html
+    assert "id='gate-scaling'" not in html
 
 
 def test_a_picture_that_raises_is_found(work: Path, monkeypatch) -> None:

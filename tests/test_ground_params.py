@@ -21,7 +21,7 @@ PARAMS = REPO / "params.yaml"
 # The config_hash of the committed params.yaml per profile, at the vocabulary its tokenizer trains
 # (tokenizer.vocab_size): the goldens and baselines in registry/ are keyed by these. A change here
 # means every golden needs a bless: change the hash only on purpose.
-PINNED = {"cpu": (2048, "a15977896584c099"), "gpu": (8192, "33fa7f540ac5b9d8")}
+PINNED = {"cpu": (2048, "774ca18212c4efaf"), "gpu": (8192, "33fa7f540ac5b9d8")}
 
 
 @pytest.mark.parametrize("profile", sorted(PINNED))
@@ -33,7 +33,7 @@ def test_the_config_hash_of_params_yaml_is_pinned(profile: str) -> None:
     # control: a value that changes the numbers changes the hash; bookkeeping does not
     assert load_params(PARAMS, [f"profile={profile}", "seed=7"]).run_config(vocab).config_hash() != want
     assert (
-        load_params(PARAMS, [f"profile={profile}", "train.log_every=3"]).run_config(vocab).config_hash()
+        load_params(PARAMS, [f"profile={profile}", "train.log_every=7"]).run_config(vocab).config_hash()
         == want
     )
 

@@ -35,7 +35,7 @@ MAY_IMPORT = {
     "contracts": {"contracts"},
     "params": {"contracts", "params"},
     "xtrain": {"contracts", "params", "xtrain"},
-    "registry": {"contracts", "params", "xtrain", "registry"},
+    "registry": {"contracts", "params", "registry"},  # never xtrain: checkpoints via contracts/
     "gates": {"contracts", "params", "registry", "gates"},  # never xtrain: the judge reads artifacts
     "pipeline": set(PACKAGES),
     "runrecord": {
@@ -241,12 +241,12 @@ def test_gates_never_imports_xtrain_not_even_through_registry() -> None:
 
 def test_the_torch_and_xtrain_probes_catch() -> None:
     """Negative controls: a torch import in the source is found, the fresh-interpreter probe sees
-    xtrain when a module does pull it in (registry/__main__.py imports xtrain.core.checkpoint_dir), and
-    the layer table refuses gates -> xtrain and params -> gates."""
+    xtrain when a module does pull it in (xtrain.core.rundir, torch-free), and the layer table refuses
+    gates -> xtrain and params -> gates."""
     assert torch_imports(ast.parse("def f():\n    import torch.nn as nn\n")) == ["2: import torch.nn"]
     assert torch_imports(ast.parse("from torch import nn\n")) == ["1: from torch"]
     assert not torch_imports(ast.parse("import torchvision_free\nfrom .torch import x\n"))
-    assert "xtrain" in loaded_by(["registry.__main__"])
+    assert "xtrain" in loaded_by(["xtrain.core.rundir"])
     tree = ast.parse("from xtrain.config import Params\n")
     assert project_imports(tree) - MAY_IMPORT["gates"] == {"xtrain"}
     assert project_imports(ast.parse("import gates.expect\n")) - MAY_IMPORT["params"] == {"gates"}

@@ -23,11 +23,11 @@ import subprocess
 import sys
 
 import pytest
-from test_house import parse, rel, sources
 
 from conftest import REPO
 from gates import catalogue, pictures, training
 from gates.gate import Gate
+from test_house import parse, rel, sources
 
 PROJECT = ("contracts", "xtrain", "gates", "registry", "pipeline", "runrecord", "params")
 TOLERANCE_KEYS = {

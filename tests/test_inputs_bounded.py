@@ -95,7 +95,7 @@ def test_any_alias_or_merge_key_is_refused(tmp_path: Path) -> None:
     ("old", "new", "key"),
     [
         ("seed: 1337\n", "seed: 1337\nseed: 7\n", "'seed'"),
-        ("  steps: 160\n", "  steps: 160\n  steps: 100000\n", "'steps'"),
+        ("  log_every: 3\n", "  log_every: 3\n  log_every: 100000\n", "'log_every'"),
         ("  cpu: {}\n", "  cpu: {}\n  cpu: {train: {steps: 1}}\n", "'cpu'"),
     ],
     ids=["top", "nested", "profile"],

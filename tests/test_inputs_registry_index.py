@@ -17,7 +17,8 @@ import pytest
 
 from conftest import REPO
 from contracts.validate import ValidationError
-from registry.store import Registry, seal
+from registry.sealed import seal
+from registry.store import Registry
 
 DATA = ("models", "goldens", "baselines", "pinned")
 

@@ -10,14 +10,13 @@ different worlds are refused.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from conftest import PARAMS, TinyData, tiny_spec
 from gates import ddp
 from gates.outcome import Outcome
 from params.config import load_thresholds
+from proc_runs import ProcRuns
 from test_ddp_gate import DROPOUT, metrics, torchrun
 from xtrain.core.launch import run_threads
 
@@ -45,24 +44,20 @@ def thread4(tiny_data: TinyData, tmp_path_factory) -> dict:
     return metrics(run_dir)
 
 
-def test_thread_and_torchrun_at_world_4_pass(
-    tiny_data: TinyData, thread4: dict, loss_match: dict, tmp_path: Path
-) -> None:
-    outcome = parity(thread4, torchrun(tiny_data, tmp_path, world=WORLD, timeout=240), loss_match)
+def test_thread_and_torchrun_at_world_4_pass(thread4: dict, loss_match: dict, proc_runs: ProcRuns) -> None:
+    outcome = parity(thread4, torchrun(proc_runs, world=WORLD), loss_match)
     assert outcome.status == "pass", outcome.message
     assert "world 4 vs 4" in outcome.message and "exactly the thread rows" in outcome.message
 
 
 @pytest.mark.parametrize(("fault", "check"), [("grad_sum@*:0", "first step"), ("same_shard@*:0", "samples")])
 def test_a_ddp_bug_in_one_launcher_fails_parity_at_world_4(
-    tiny_data: TinyData, thread4: dict, loss_match: dict, tmp_path: Path, fault: str, check: str
+    thread4: dict, loss_match: dict, proc_runs: ProcRuns, fault: str, check: str
 ) -> None:
-    outcome = parity(thread4, torchrun(tiny_data, tmp_path, fault, WORLD, timeout=240), loss_match)
+    outcome = parity(thread4, torchrun(proc_runs, fault, WORLD), loss_match)
     assert outcome.status == "fail" and f"{check}: " in outcome.message, outcome.message
 
 
-def test_runs_at_different_worlds_are_refused(
-    tiny_data: TinyData, thread4: dict, loss_match: dict, tmp_path: Path
-) -> None:
-    outcome = parity(thread4, torchrun(tiny_data, tmp_path, world=2), loss_match)
+def test_runs_at_different_worlds_are_refused(thread4: dict, loss_match: dict, proc_runs: ProcRuns) -> None:
+    outcome = parity(thread4, torchrun(proc_runs, world=2), loss_match)
     assert outcome.status == "fail" and "runs/proc ran at world 2, runs/thread at world 4" in outcome.message

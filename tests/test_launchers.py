@@ -20,6 +20,7 @@ from conftest import REPO, TinyData, tiny_cli, tiny_spec
 from contracts.numbers import max_rel
 from gates import ddp
 from gates.training import train_mode_problem, with_train_mode
+from proc_runs import ProcRuns
 from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -67,11 +68,9 @@ def test_thread_launcher_matches_single_device(
 
 
 @pytest.fixture(scope="module")
-def proc_run(tiny_data: TinyData, tmp_path_factory) -> dict:
-    run_dir = tmp_path_factory.mktemp("proc")
-    proc = torchrun(tiny_data, run_dir, 2)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return metrics(run_dir)
+def proc_run(proc_runs: ProcRuns) -> dict:
+    """torchrun at world 2 on the tiny config (shared with test_cuda.py's gloo control)."""
+    return proc_runs.get(2).metrics
 
 
 def test_proc_launcher_matches_single_device_and_threads(
@@ -260,11 +259,9 @@ def test_grad_accumulation_under_ddp_matches_single_device(tiny_data: TinyData, 
 
 
 def test_a_ddp_run_resumed_after_a_crash_equals_an_uninterrupted_one(
-    tiny_data: TinyData, tmp_path: Path
+    tiny_data: TinyData, tmp_path: Path, proc_runs: ProcRuns
 ) -> None:
-    dropout = ("model.dropout=0.1",)
-    whole = torchrun(tiny_data, tmp_path / "whole", 2, *dropout)
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    dropout = ("model.dropout=0.1", "model.attn_dropout=0.1")  # the run test_ddp_gate.py reads
     crashed = torchrun(tiny_data, tmp_path / "part", 2, *dropout, env={"XTRAIN_FAULT": "raise@1:8"})
     assert crashed.returncode != 0 and "rank 1 failed" in crashed.stderr
     assert not (tmp_path / "part" / "metrics.json").exists()
@@ -278,6 +275,6 @@ def test_a_ddp_run_resumed_after_a_crash_equals_an_uninterrupted_one(
         timeout=120,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a, b = metrics(tmp_path / "whole"), metrics(tmp_path / "part")
+    a, b = proc_runs.get(2, *dropout).metrics, metrics(tmp_path / "part")
     assert b["resumed_from_step"] == 6
     assert b["train_loss"] == a["train_loss"] and b["param_digest"] == a["param_digest"]

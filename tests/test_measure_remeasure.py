@@ -163,7 +163,7 @@ def verdict(tmp: Path, measured: Measured) -> tuple[str, str]:
     params = load_params(root / "params.yaml", ["profile=cpu"])
     record = {
         "format": "xtrain-scaling/1", "profile": "cpu", "device": "cpu (2 cores)", "device_count": 2,
-        "model": {}, "per_rank_batch": 8, "seq_len": params["train"]["seq_len"],
+        "model": {}, "per_rank_batch": 8, "seq_len": params.scaling_workload()["train"]["seq_len"],
         "precision": params["train"]["precision"], "worlds_requested": [1, 2], "worlds": [1, 2],
         "results": summarise(measured.rounds),
     }  # fmt: skip

@@ -8,6 +8,7 @@ real campaigns).
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def test_a_bad_catalogue_is_one_line_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"mutants\[1\]\.area"):
         mutants.load(bad)
     raw["mutants"][1]["area"] = "model"
-    raw["mutants"].append(raw["mutants"][1])
+    raw["mutants"].append(copy.deepcopy(raw["mutants"][1]))  # a copy: the catalogue refuses aliases
     bad.write_text(yaml.safe_dump(raw))
     with pytest.raises(ValidationError, match="duplicate ids"):
         mutants.load(bad)

@@ -1,4 +1,7 @@
-"""`python -m gates mutate --subset ci` on the tiny profile: real DVC, real training, real gates.
+"""`python -m gates mutate --subset ci` on the default profile: real DVC, real training, real gates.
+
+The default CPU profile is sized by the catalogue's power (docs/profiles.md): this test fails when a
+mutant of the CI subset is no longer caught by the gates on it, the score the profile was sized by.
 
 The CI subset is two or three catalogued bugs, each of which must be caught by the gates the
 catalogue expects, and the negative control: the identity mutant (a no-op edit that reruns every
@@ -28,7 +31,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     # files, and the GPU nightly switches the working params.yaml to world 1, where a rank reading
     # another rank's row changes nothing (the nightly failed this test: 'equivalent', not 'killed')
     root = scratch_repo(work / "checkout")
-    cmd = [sys.executable, "-m", "gates", "--root", str(root), "mutate", "--subset", "ci", "--profile", "tiny",
+    cmd = [sys.executable, "-m", "gates", "--root", str(root), "mutate", "--subset", "ci", "--profile", "cpu",
            "--jobs", "1", "--work", str(work / "w"), "--json", str(report)]  # fmt: skip
     env = {**code_first(root), "DVC_NO_ANALYTICS": "1"}
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, timeout=1800)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -118,11 +119,22 @@ def test_resume_without_a_checkpoint_is_an_error(tiny_data: TinyData, tmp_path: 
     assert not run_dir.exists() and not partial(run_dir).exists()
 
 
+@pytest.fixture(scope="module")
+def finished_run(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One complete run (12 steps, checkpoints at 6 and 12), copied by the tests that edit it."""
+    run_dir = tmp_path_factory.mktemp("finished") / "runs" / "single"
+    proc = train(tiny_data, run_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
+
+
 @pytest.mark.parametrize("pointer", ["absolute", "dotdot"])
-def test_latest_cannot_lead_out_of_the_run(tiny_data: TinyData, tmp_path: Path, pointer: str) -> None:
+def test_latest_cannot_lead_out_of_the_run(
+    finished_run: Path, tiny_data: TinyData, tmp_path: Path, pointer: str
+) -> None:
     """A checkpoint outside the run (an intact one: following it would resume happily) is refused."""
     run_dir = tmp_path / "runs" / "single"
-    assert train(tiny_data, run_dir).returncode == 0
+    shutil.copytree(finished_run, run_dir, symlinks=True)
     outside = tmp_path / "outside" / "step_000012"
     shutil.copytree(run_dir / "checkpoints" / "step_000012", outside)
     name = str(outside) if pointer == "absolute" else "../../../outside/step_000012"
@@ -147,10 +159,12 @@ def test_latest_cannot_lead_out_of_the_run(tiny_data: TinyData, tmp_path: Path, 
 
 
 def test_a_second_writer_of_a_run_fails_at_once_naming_the_first(tiny_data: TinyData, tmp_path: Path) -> None:
+    """The first run is stopped (SIGSTOP) while it holds the lock and writes: the second is refused
+    inside that window however loaded the box, then the first goes on and finishes whole."""
     run_dir = tmp_path / "runs" / "single"
-    long = ("--set", "train.steps=400", "--set", "train.eval_every=100", "--set", "train.ckpt_every=50")
+    short = ("--set", "train.steps=24", "--set", "train.eval_every=12", "--set", "train.ckpt_every=4")
     first = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.train", "single", *tiny_cli(tiny_data, run_dir), *long],
+        [sys.executable, "-m", "pipeline.train", "single", *tiny_cli(tiny_data, run_dir), *short],
         cwd=tmp_path,
         env=env(),
         stdout=subprocess.DEVNULL,
@@ -161,17 +175,19 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_first(tiny_data: Tiny
         deadline = time.monotonic() + 300
         while not partial(run_dir).exists():  # the first holds the lock and has begun writing
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
-            time.sleep(0.2)
-        second = train(tiny_data, run_dir, *long)
-        running = first.poll() is None
+            time.sleep(0.01)
+        os.kill(first.pid, signal.SIGSTOP)
+        assert first.poll() is None, "the first run finished before it was stopped: lengthen it"
+        second = train(tiny_data, run_dir, *short)
         one_line(second, str(run_dir), f"pid {first.pid}")
-        assert running, "the first run finished before the second was refused: lengthen it"
+        assert first.poll() is None  # still stopped, still holding the lock
     finally:
+        os.kill(first.pid, signal.SIGCONT)
         err = first.communicate(timeout=600)[1]
     assert first.returncode == 0, err[-3000:]
     ckpts = run_dir / "checkpoints"
     latest = ckpts / (ckpts / "latest").read_text().strip()
-    assert latest.name == "step_000400"
+    assert latest.name == "step_000024"
     assert sorted(f.name for f in latest.iterdir()) == [
         "model.safetensors",
         "optimizer.safetensors",

@@ -51,7 +51,7 @@ def test_wrong_type(raw: dict) -> None:
 
 def test_impossible_values(raw: dict) -> None:
     raw["model"]["n_heads"] = 5
-    assert "model.n_heads: 5 does not divide model.dim=128" in error_of(raw)
+    assert f"model.n_heads: 5 does not divide model.dim={raw['model']['dim']}" in error_of(raw)
     raw["model"]["n_heads"] = 4
     raw["model"]["n_kv_heads"] = 3
     assert "model.n_kv_heads: 3 does not divide model.n_heads=4" in error_of(raw)

@@ -8,7 +8,6 @@ import torch
 from conftest import PARAMS, tiny_run_config
 from params.config import load_params
 from params.pilot_cells import CELLS, FEATURES_OFF, cell_params, cells_for
-from xtrain.core import faults
 from xtrain.core.model import build_model
 
 
@@ -48,12 +47,6 @@ def test_recompute_replays_count_each_dropout_mask_once() -> None:
     """The bug the pilot's `all` cell found: the replay drew every mask again and doubled the fingerprint."""
     plain = masks_drawn(False)
     assert plain > 0 and masks_drawn(True) == plain
-
-
-def test_every_feature_fault_parses_and_acts_from_its_step() -> None:
-    for kind in faults.FEATURE_BUG_KINDS:
-        f = faults.parse(f"{kind}@*:2")
-        assert f is not None and not f.hits(kind, 0, 1) and f.hits(kind, 1, 2) and f.hits(kind, 0, 5)
 
 
 def test_whatever_a_run_raises_is_recorded_with_its_rank(monkeypatch) -> None:

@@ -1,8 +1,9 @@
 """The pilot stage and its gates (pipeline/pilot.py, gates/pilot.py) on real runs of the tiny config.
 
 Correct code passes every CPU cell through single, thread and torchrun. The negative controls are
-the seed design's own history and the bugs the mutation campaign missed, injected through
-xtrain/core/faults.py (XTRAIN_FAULT, read by every launcher's process): each must fail its cell's gate.
+the seed design's own history and the bugs the mutation campaign missed, injected from outside xtrain
+(tests/bug_layer/xtrain_bugs.py through XTRAIN_TEST_PATCH, armed in every launcher's process; each is
+a mutant of gates/mutants.yaml in its fast form): each must fail its cell's gate.
 - T21: under DDP the model trains in eval mode (`ddp_eval`) or without the dropout setting
   (`ddp_no_dropout`): dropout silently off.
 - KI-3: activation recompute replays a block with other numbers (`recompute_drift`).
@@ -13,7 +14,7 @@ xtrain/core/faults.py (XTRAIN_FAULT, read by every launcher's process): each mus
   fail every cell's DDP half, the base cell's included.
 - T21 as it happened (`ddp_stays_eval`: an eval leaves the DDP ranks in eval mode): the trainer
   records the steps, the train-mode check fails them, and the masks-drawn check independently.
-- a crash planted in one cell (`raise` with XTRAIN_FAULT_IN=<cell>): the stage records it and exits
+- a crash planted in one cell (the `raise` failpoint with XTRAIN_FAULT_IN=<cell>): the stage records it and exits
   0, the torchrun job restarts for the cells after it, every other cell is judged, and the crashed
   cell fails naming the launcher and the rank.
 - the catalogue's `eval-in-train-mode` edit, applied to a scratch copy of the code: no crash, and
@@ -32,6 +33,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bug_layer import xtrain_bugs as bugs
 from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData
 from gates import mutants
 from params.config import set_in_file
@@ -59,25 +61,27 @@ def run_pilot(
     scope: str | None = None,
     code: Path = REPO,
     rc: int = 0,
+    bug: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """The real stage (`code`: the checkout, or a scratch copy whose own code wins in its folder)."""
+    """The real stage (`code`: the checkout, or a scratch copy whose own code wins in its folder);
+    `fault`, `scope`: a failpoint (XTRAIN_FAULT, XTRAIN_FAULT_IN); `bug`: a bug of the test layer."""
     cmd = [sys.executable, "-m", "pipeline.pilot", "--params", str(root / "params.yaml"), "--cells", *cells,
            "--tokens", str(data.tokens), "--tokenizer", str(data.tokenizer), "--out", str(root / "runs" / "pilot")]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("XTRAIN_FAULT", "XTRAIN_FAULT_IN")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XTRAIN_FAULT", "XTRAIN_FAULT_IN", bugs.ENV)}
     if fault:
         env["XTRAIN_FAULT"] = fault
     if scope:
         env["XTRAIN_FAULT_IN"] = scope
+    if bug:
+        env = bugs.bug_env(bug, env)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=code, timeout=600, env=env)
     assert proc.returncode == rc, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc
 
 
-def faulty(
-    data: TinyData, tmp: Path, fault: str, cells: list[str], launchers: list[str], *extra: str
-) -> Path:
-    root = make_tree(tmp / fault.split("@")[0], launchers, *extra)
-    run_pilot(data, root, cells, fault)
+def faulty(data: TinyData, tmp: Path, bug: str, cells: list[str], launchers: list[str], *extra: str) -> Path:
+    root = make_tree(tmp / bug.split("@")[0], launchers, *extra)
+    run_pilot(data, root, cells, bug=bug)
     return root
 
 
@@ -209,6 +213,6 @@ def test_summed_ddp_gradients_fail_every_cell_through_its_ddp_half(
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="KI-2 is a bf16 bug: bf16 trains on cuda only")
 def test_ki2_bf16_without_fp32_master_weights_fails(tiny_data: TinyData, tmp_path: Path) -> None:
     root = make_tree(tmp_path / "ki2", ["single"], "train.device=cuda", "pilot.cells.cpu=[bf16]")
-    run_pilot(tiny_data, root, ["bf16"], "bf16_no_master@*:0")
+    run_pilot(tiny_data, root, ["bf16"], bug="bf16_no_master@*:0")
     o = verdict(root, "bf16")
     assert o.status == "fail" and "single: vs base" in o.message, o.message

@@ -142,7 +142,7 @@ def test_a_run_trained_before_a_params_edit_is_refused_naming_the_key() -> None:
     stale = pipeline_record(["train.lr=0.002"])  # consistent with itself, not with params.yaml
     assert expect.run_problems(None, "single", stale) == []
     found = "; ".join(expect.run_problems(params, "single", stale))
-    assert "params.yaml gives" in found and "differing keys: train.lr 0.002 vs 0.001" in found
+    assert "params.yaml gives" in found and "differing keys: train.lr 0.002 vs 0.003" in found
     # bookkeeping edited in params.yaml: the same configuration, not stale
     assert expect.run_problems(load_params(PARAMS, ["train.log_every=3"]), "single", m) == []
     # the world params.yaml gives a launcher

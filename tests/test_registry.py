@@ -236,7 +236,7 @@ def test_inside_refuses_a_path_that_resolves_outside(tmp_path: Path) -> None:
 
 def test_pin_refuses_a_checkpoint_whose_weights_are_not_safetensors(scratch, tmp_path: Path) -> None:
     reg, _ = scratch
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
 
     ckpt = resolve_checkpoint(tmp_path / "run")
     (ckpt / "model.safetensors").write_text("plain text, not weights")
@@ -250,7 +250,7 @@ def test_pin_refuses_a_checkpoint_whose_weights_are_not_safetensors(scratch, tmp
 
 def test_pin_refuses_a_checkpoint_that_differs_from_its_state(scratch, tmp_path: Path) -> None:
     reg, _ = scratch
-    from xtrain.core.checkpoint_dir import resolve_checkpoint
+    from contracts.checkpoint_dir import resolve_checkpoint
 
     weights = resolve_checkpoint(tmp_path / "run") / "model.safetensors"
     data = bytearray(weights.read_bytes())

@@ -221,13 +221,14 @@ def test_a_params_edit_since_dvc_repro_names_the_key(with_code: Path) -> None:
 
 
 def test_yaml_1_2_floats_in_dvc_lock_equal_params_yaml() -> None:
-    """DVC writes 1e-06 (YAML 1.2, a string to PyYAML); params.yaml says 1.0e-6: the same value."""
-    from gates.seals import as_read_by_dvc, leaf_diffs
+    """DVC writes 1e-06 (YAML 1.2, a string to PyYAML); params.yaml says 1.0e-6: the same value, read
+    by the gates as DVC reads both files (contracts/yamlfile.py)."""
+    from contracts.yamlfile import load_pipeline_text
+    from gates.dvcstatus import leaf_diffs
 
-    assert as_read_by_dvc({"norm_eps": "1e-06", "n": ["2.5E+3"], "name": "xtrain-tiny"}) == {
-        "norm_eps": 1e-06, "n": [2500.0], "name": "xtrain-tiny",
-    }  # fmt: skip
-    assert leaf_diffs("model", {"norm_eps": 1e-06}, as_read_by_dvc({"norm_eps": "1e-06"})) == []
+    lock = load_pipeline_text("model:\n  norm_eps: 1e-06\n  n: [2.5E+3]\n  name: xtrain-tiny\n", "dvc.lock")
+    assert lock == {"model": {"norm_eps": 1e-06, "n": [2500.0], "name": "xtrain-tiny"}}
+    assert leaf_diffs("model", {"norm_eps": 1.0e-6}, {"norm_eps": lock["model"]["norm_eps"]}) == []
     assert leaf_diffs("model", {"norm_eps": 1e-05}, {"norm_eps": 1e-06}) == [("model.norm_eps", 1e-05, 1e-06)]
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import TinyData, replace_train, tiny_spec
-from xtrain.core import faults
+from xtrain.core import failpoints
 from xtrain.core.comm import FlatGrads, SingleComm
 from xtrain.core.data import TokenData, micro_batches
 from xtrain.core.launch import run_single
@@ -97,8 +97,8 @@ def test_interrupted_run_resumes_bit_identically(tiny_data: TinyData, tmp_path: 
     ref = json.loads((tmp_path / "full" / "metrics.json").read_text())
 
     part = tiny_spec(tiny_data, run_dir=tmp_path / "part", model={"dropout": 0.1})
-    monkeypatch.setattr(faults, "_FAULT", faults.Fault("raise", 0, 9))
-    with pytest.raises(faults.InjectedFault):
+    monkeypatch.setattr(failpoints, "_FAULT", failpoints.Fault("raise", 0, 9))
+    with pytest.raises(failpoints.InjectedFault):
         run_single(part)
     run_dir = tmp_path / "part"
     # The crash left the run directory as it was (absent) and a complete checkpoint at step 6 in the
@@ -109,7 +109,7 @@ def test_interrupted_run_resumes_bit_identically(tiny_data: TinyData, tmp_path: 
     assert (staging / "checkpoints" / "latest").read_text().strip() == "step_000006"
     assert not [p for p in staging.rglob("*") if p.name.startswith(".")]
 
-    monkeypatch.setattr(faults, "_FAULT", None)
+    monkeypatch.setattr(failpoints, "_FAULT", None)
     import dataclasses
 
     run_single(dataclasses.replace(part, resume=True))
@@ -132,7 +132,7 @@ def test_resume_refuses_a_changed_configuration(tiny_data: TinyData, tmp_path: P
 
 
 def test_non_finite_loss_stops_the_run(tiny_data: TinyData, monkeypatch) -> None:
-    monkeypatch.setattr(faults, "_FAULT", faults.Fault("nan", 0, 4))
+    monkeypatch.setattr(failpoints, "_FAULT", failpoints.Fault("nan", 0, 4))
     with pytest.raises(NonFiniteLoss, match="loss is nan at step 4"):
         run_single(tiny_spec(tiny_data))
 

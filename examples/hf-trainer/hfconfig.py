@@ -6,7 +6,9 @@ the corpus and tokenizer stages; gates: for `python3 -m gates check`). The gates
 and identity from its record, so the record's config is what determines the numbers:
 {seed, model: qwen3 + the tokenizer's vocab_size, train: trainer}; runrecord computes its identity
 (params/identity.py) and the gates check the record's length and evals against its train.steps and
-train.eval_every. Only yaml is read here: the example does not import the xtrain trainer's config code.
+train.eval_every. params.yaml is read by the project's one YAML loader (contracts/yamlfile.py: a
+regular file of at most 1 MiB, no aliases or duplicate keys, YAML as DVC reads it, one-line errors);
+the example does not import the xtrain trainer's config code.
 
 Every qwen3/trainer key is mapped below; a missing, unknown or mistyped key is refused in one line
 naming the file and the key: a run must never claim a config it did not train with.
@@ -14,10 +16,13 @@ naming the file and the key: a run must never claim a config it did not train wi
 
 from __future__ import annotations
 
+import math
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import yaml
+from contracts import yamlfile
+from contracts.validate import ValidationError
 
 HERE = Path(__file__).resolve().parent
 INT, NUMBER, BOOL = "an integer", "a number", "true or false"
@@ -47,7 +52,9 @@ def _is(kind: str, value: Any) -> bool:
         return isinstance(value, bool)
     if isinstance(value, bool):
         return False
-    return isinstance(value, int) if kind == INT else isinstance(value, int | float)
+    if kind == INT:
+        return isinstance(value, int)
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))  # never .nan
 
 
 def check(p: Any, source: str) -> dict[str, Any]:
@@ -77,8 +84,18 @@ def check(p: Any, source: str) -> dict[str, Any]:
 
 
 def load(path: str | Path = HERE / "params.yaml") -> dict[str, Any]:
-    """params.yaml, its example-owned sections checked."""
-    return check(yaml.safe_load(Path(path).read_text()), Path(path).name)
+    """params.yaml, read by the one loader, its example-owned sections checked."""
+    try:
+        raw = yamlfile.load_file(path, hint="pass --params")
+    except ValidationError as e:
+        raise ParamsError(f"error: {e}") from None
+    return check(raw, Path(path).name)
+
+
+def exit_2(e: ParamsError) -> NoReturn:
+    """A refused params file: its one line, exit 2 (bad input), as the project's commands do."""
+    print(e, file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def record_config(p: dict[str, Any], vocab_size: int) -> dict[str, Any]:

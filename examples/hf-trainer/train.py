@@ -171,7 +171,7 @@ def torchrun(a: argparse.Namespace) -> int:
     try:
         world = hfconfig.load(a.params)["torchrun"]["world"]
     except hfconfig.ParamsError as e:
-        sys.exit(str(e))
+        hfconfig.exit_2(e)
     if not 1 <= world <= 1024:
         sys.exit(f"error: {a.params}: torchrun.world: {world!r} is not a world size (1..1024)")
     args = [x for x in sys.argv[1:] if x != "--torchrun"]
@@ -187,7 +187,7 @@ def main() -> None:
     try:
         p, vocab = resolved(a)
     except hfconfig.ParamsError as e:
-        sys.exit(str(e))
+        hfconfig.exit_2(e)
     t = p["trainer"]
     torch.set_num_threads(max(1, t["cpu_threads"] // world))
     data_seed = p["seed"] + rank if a.mistake == "rank_seed" else p["seed"]

@@ -68,8 +68,6 @@ def main() -> None:
     tokens = load_file(a.tokens)
     torch.manual_seed(a.seed)
     model = TinyLM(a.vocab_size, 32)
-    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
     n_windows = (tokens["train"].numel() - 1) // a.seq_len
     cfg = {
         "seed": a.seed,
@@ -82,14 +80,17 @@ def main() -> None:
             "lr": a.lr,
         },
     }
-    rec = RunRecorder(cfg, tokens_per_step=a.global_batch * a.seq_len)  # runrecord
+    # runrecord: before DDP wraps the model (train mode per step, dropout seeded per sample)
+    rec = RunRecorder(cfg, tokens_per_step=a.global_batch * a.seq_len, model=model, run_dir=a.run_dir)
+    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
     if rec.eval_due(0):  # runrecord: the validation loss before training
         rec.eval(0, val_loss(model, tokens["val"], a.seq_len))
     for step in range(a.steps):
         gen = torch.Generator().manual_seed(a.seed * 1000 + step)
         batch = torch.randint(0, n_windows, (a.global_batch,), generator=gen).tolist()
         mine = batch[rank::world]
-        rec.samples(mine)  # runrecord: the dataset indices this rank consumed
+        rec.samples(mine)  # runrecord: the dataset indices this rank consumes, before the forward
         x, y = windows(tokens["train"], mine, a.seq_len)
         loss = F.cross_entropy(ddp(x).flatten(0, 1), y.flatten())
         opt.zero_grad()
@@ -103,7 +104,7 @@ def main() -> None:
         rec.step(mean.item(), norm.item(), a.lr)  # runrecord: mean loss over ranks, norm before clipping
         if rec.eval_due(step + 1):  # runrecord: every eval_every steps and after the last
             rec.eval(step + 1, val_loss(model, tokens["val"], a.seq_len))
-    rec.finish(model, a.run_dir)  # runrecord: every rank; rank 0 writes metrics.json
+    rec.finish()  # runrecord: every rank; rank 0 writes the run folder (metrics.json, final weights)
     if world > 1:
         dist.destroy_process_group()
 

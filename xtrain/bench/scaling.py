@@ -48,14 +48,14 @@ def rank0_decides(comm: Any) -> Callable[[bool], bool]:
 
 
 def slowed(step: Callable[[], Any], device: Any, launcher: str) -> Callable[[], Any]:
-    """The step, twice as long where XTRAIN_FAULT=slow_<launcher> (it sleeps as long as it ran): the
-    injected launcher slowdown the scaling gate must fail (pipeline/busy_scaling.py)."""
+    """The step, twice as long where the failpoint XTRAIN_FAULT=slow_<launcher> is armed (it sleeps as
+    long as it ran): the injected launcher slowdown the scaling gate must fail (pipeline/busy_scaling.py)."""
     import time
 
     from xtrain.bench.step_profile import sync_device
-    from xtrain.core import faults
+    from xtrain.core import failpoints
 
-    if not faults.slows(launcher):
+    if not failpoints.slows(launcher):
         return step
 
     def run() -> Any:

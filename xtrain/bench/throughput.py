@@ -129,15 +129,17 @@ def time_interleaved(
 def harness_step(
     model, opt, tokens, t: TrainConfig, module, comm: Communicator, grads: FlatGrads | None = None
 ) -> Callable[[], Any]:
-    """The harness: xtrain.core.train.train_step exactly as every launcher calls it, on this rank's shard."""
+    """The harness: xtrain.core.train.train_step exactly as every launcher calls it, on this rank's shard
+    (the parameter list taken once, as build_trainer does)."""
     state = {"step": 0}
+    params = list(model.parameters())
 
     def step() -> Any:
         micro = micro_batches(
             tokens, 0, state["step"], t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
         state["step"] += 1
-        return train_step(module, model, opt, micro, comm, grads, t, [0] * t.grad_accum)
+        return train_step(module, model, opt, micro, comm, grads, t, [0] * t.grad_accum, None, params)
 
     return step
 

@@ -6,7 +6,7 @@ Layout of one checkpoint directory:
     state.json             step, seed, run config and its hash, RNG scheme, parameter digest, history
     tokenizer.json         the tokenizer the model was trained with (self-contained for export)
 
-Where checkpoint directories live is xtrain.core.checkpoint_dir (torch-free).
+Where checkpoint directories live is contracts.checkpoint_dir (torch-free).
 """
 
 from __future__ import annotations

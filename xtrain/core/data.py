@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 
 from contracts.validate import ValidationError
-from xtrain.core import faults
 from xtrain.core.determinism import derive_seed
 from xtrain.core.fingerprint import MAX_TERMS, hash32
 
@@ -114,10 +113,9 @@ def step_batch(
         raise ValueError(f"train.global_batch={global_batch}: the sample fingerprint needs < {MAX_TERMS}")
     starts = sample_starts(data.train.numel(), seq_len, global_batch, derive_seed(seed, "batch", step))
     per_micro = global_batch // grad_accum
-    shard = faults.shard_rank(rank, step)
     batch = StepBatch([], [], 0, 0)
     for m in range(grad_accum):
-        keep = shard_rows(range(m * per_micro, (m + 1) * per_micro), shard, world)
+        keep = shard_rows(range(m * per_micro, (m + 1) * per_micro), rank, world)
         mine = starts[keep]
         offsets = mine.tolist()  # the fingerprint is taken from the very rows gathered below
         batch.micro.append(gather(data.train, mine, seq_len))

@@ -9,8 +9,6 @@ get different env_ids; the full facts are kept in metrics.json `env`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import re
@@ -19,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from contracts.machine import facts_hash, machine_facts
 
 # ISA features that oneDNN, MKL/OpenBLAS and ATen dispatch on (x86 /proc/cpuinfo `flags`, Arm
 # `Features`). A fixed list, so a kernel-irrelevant flag (a new security mitigation) keeps the id;
@@ -148,7 +148,7 @@ def _cuda_facts(device: torch.device) -> dict[str, Any]:
 
 
 def dispatch_hash(facts: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:8]
+    return facts_hash(facts)
 
 
 def fingerprint(
@@ -201,3 +201,20 @@ def fingerprint(
     if device.type == "cuda":
         info.update(facts["cuda"], device_count=torch.cuda.device_count())
     return info
+
+
+def machine_record(device: torch.device, threads_per_rank: int, precision: str) -> dict[str, Any]:
+    """runs/env.json: this machine's facts and the env_id a single-device run of the params gets.
+
+    Deterministic (no clock, host name or pid): it changes only when the machine does, so the stages
+    that depend on it are restored from DVC's run cache only into the environment that made them.
+    """
+    info = fingerprint(device, threads_per_rank, precision)
+    machine = machine_facts(info["dispatch_facts"])
+    return {
+        "format": "xtrain-env/1",
+        "machine_hash": dispatch_hash(machine),
+        "machine": machine,
+        "single_env_id": info["env_id"],
+        "device_type": device.type,
+    }

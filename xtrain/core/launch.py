@@ -36,7 +36,7 @@ from contracts.errors import XtrainError, moved, one_line
 from contracts.fileio import atomic_write_json
 from contracts.validate import ValidationError, load_json
 from params.config import LaunchConfig, Params, RunConfig, check_world
-from xtrain.core import determinism, faults, proctree, rundir
+from xtrain.core import determinism, proctree, rundir
 from xtrain.core.comm import (
     Communicator,
     PeerFailed,
@@ -104,8 +104,6 @@ def device_for(kind: str, local_rank: int) -> torch.device:
 def rank_main(spec: RunSpec, comm: Communicator) -> RankResult:
     """Build the model from the seed on this rank's device and train it; rank 0 writes metrics."""
     cfg = spec.run.model
-    if faults.drops_dropout(comm.rank, comm.world):  # fault injection: the seed's T21
-        cfg = dataclasses.replace(cfg, dropout=0.0, attn_dropout=0.0)
     model = build_model(cfg, spec.run.seed, comm.device)
     data = TokenData.load(spec.tokens_path, comm.device)
     result = train_rank(comm, model, data, spec)

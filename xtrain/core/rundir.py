@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from contracts import outputs
+from contracts.checkpoint_dir import CheckpointDir, NothingToResume
 from contracts.errors import XtrainError
 from contracts.fileio import naming_the_file, replace_directory
 from contracts.validate import ValidationError
-from xtrain.core.checkpoint_dir import CheckpointDir, NothingToResume
 
 OUTPUTS = outputs.RUN_OUTPUTS
 

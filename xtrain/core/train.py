@@ -11,6 +11,7 @@ import contextlib
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from contracts import artifact_table
+from contracts.checkpoint_dir import CheckpointDir, NothingToResume
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
 from params.config import RunConfig, TrainConfig
-from xtrain.core import faults, perf_hooks
+from xtrain.core import failpoints
 from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
-from xtrain.core.checkpoint_dir import CheckpointDir, NothingToResume
 from xtrain.core.comm import Communicator, FlatGrads
 from xtrain.core.data import TokenData, eval_batches, step_batch
 from xtrain.core.determinism import derive_seed
@@ -168,18 +169,15 @@ def train_step(
     t: TrainConfig,
     dropout_seeds: list[int],
     dropout_rows: list[list[int]] | None = None,
-    grad_scale: float = 1.0,
-    loss_divisor: int | None = None,
+    params: list[nn.Parameter] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over this rank's micro-batches. Returns (local mean loss, grad norm) on device.
 
     `dropout_rows`: the global batch index of each micro-batch's rows (per-sample dropout masks).
-    `grad_scale` multiplies the synchronised gradients: 1, except to inject the grad_sum fault;
-    `loss_divisor` divides each micro-batch loss: the micro-batch count, except under accum_undivided.
+    `params`: the model's parameters, listed once by the caller (else walked here, every step).
     """
     k = len(micro)
-    div = k if loss_divisor is None else loss_divisor
-    loss_sum = torch.zeros((), device=comm.device)
+    losses = []
     for m, (x, y) in enumerate(micro):
         model.set_dropout_seed(dropout_seeds[m], dropout_rows[m] if dropout_rows else None)
         sync_ctx = comm.no_sync(module) if m < k - 1 else contextlib.nullcontext()
@@ -187,12 +185,10 @@ def train_step(
             with autocast(t, comm.device):
                 logits = module(x)
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
-            (loss / div).backward()
-        loss_sum += loss.detach()
+            (loss / k).backward()
+        losses.append(loss.detach())
     comm.sync_grads(grads)
-    params = [p for p in model.parameters()]
-    if grad_scale != 1.0:
-        torch._foreach_mul_([p.grad for p in params], grad_scale)
+    params = list(model.parameters()) if params is None else params
     if t.grad_clip > 0:
         gnorm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip, foreach=True)
     else:
@@ -202,7 +198,18 @@ def train_step(
         grads.zero_()
     else:
         opt.zero_grad(set_to_none=True)
-    return loss_sum / k, gnorm.detach()
+    return _mean_loss(losses), gnorm.detach()
+
+
+def _mean_loss(losses: list[torch.Tensor]) -> torch.Tensor:
+    """The micro-batch losses' mean, bitwise what summing from zero then dividing gives; one
+    micro-batch (the common case) launches no kernel for it."""
+    if len(losses) == 1:
+        return losses[0]
+    total = losses[0].clone()
+    for loss in losses[1:]:
+        total += loss
+    return total / len(losses)
 
 
 @torch.no_grad()
@@ -231,8 +238,6 @@ def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communica
         return float(total)
     finally:
         model.train(was_training)
-        if faults.stays_in_eval(comm.rank, comm.world):  # the seed's T21 as it happened (a control)
-            model.eval()
 
 
 def cross_rank_agreement(model: nn.Module, comm: Communicator) -> tuple[list[float], list[float]]:
@@ -292,9 +297,6 @@ class Checkpointer:
                 f"run's {run.config_hash()}: refusing to resume a different configuration"
             )
         restore(latest, state, model, opt)  # verifies md5s and the parameter digest first
-        if faults.drops_adam_v(self.rank, int(state["step"])):
-            for s in opt.state.values():
-                s["exp_avg_sq"].zero_()
         return History.from_dict(state["history"]), int(state["step"])
 
     def due(self, done: int) -> bool:
@@ -348,7 +350,13 @@ class StepWindow:
 
 @dataclass
 class Trainer:
-    """What one rank's optimizer step needs; step() runs one and returns (loss, grad norm, lr)."""
+    """What one rank's optimizer step needs; step() runs one and returns (loss, grad norm, lr).
+
+    Everything a step can look up once is looked up in build_trainer: the parameter list, the
+    failpoint (None unless a test armed one), whether the model is in training mode. That mode
+    changes only where the loop calls evaluate(), so watch_mode() reads it after each evaluation,
+    not every step; a step that left training mode inside itself draws no dropout masks, which the
+    sample ledger records and the gates compare exactly."""
 
     comm: Communicator
     model: Transformer
@@ -357,8 +365,15 @@ class Trainer:
     grads: FlatGrads | None
     data: TokenData
     spec: RunSpec
+    params: list[nn.Parameter] | None = None  # listed once (None: train_step walks the model)
+    failpoint: Callable[[int], bool] | None = None  # xtrain.core.failpoints.step_failpoint
     ledger: StepLedger = field(default_factory=StepLedger)  # samples and dropout masks per step
+    not_training: int = 0  # 1 while some module is out of training mode (recorded per step)
     warned: bool = False  # the eval-mode warning is printed once per rank and run
+
+    def watch_mode(self, step: int) -> None:
+        """Read the model's mode before training step `step` (the first, or the one after an eval)."""
+        self.not_training = self.train_mode(step)
 
     def train_mode(self, step: int) -> int:
         """1 when a module is not in training mode at this step (recorded), else 0; warns once."""
@@ -377,22 +392,14 @@ class Trainer:
 
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         comm, spec, t = self.comm, self.spec, self.spec.run.train
-        not_training = self.train_mode(step)
-        poison = faults.at_step(comm.rank, step, spec.run_dir)
+        poison = self.failpoint is not None and self.failpoint(step)
         lr = lr_at(step, t)
-        if not (t.fused_adamw and faults.fused_lr_frozen(comm.rank, step)):
-            set_lr(self.opt, lr)
+        set_lr(self.opt, lr)
         batch = step_batch(
             self.data, spec.run.seed, step, t.global_batch, t.grad_accum, t.seq_len, comm.rank, comm.world
         )
         # One dropout seed per step for every rank: masks are per global sample (xtrain/core/model.py).
-        dropout_seed = faults.dropout_seed(
-            spec.run.seed, comm.rank, step, derive_seed(spec.run.seed, "dropout", step)
-        )
-        grad_scale = faults.grad_scale(comm.rank, step, comm.world)
-        eval_fault = faults.eval_mode(comm.rank, step, comm.world)
-        if eval_fault:  # past the train-mode guard: the bug it exists for, as the pilot's control
-            self.model.eval()
+        dropout_seed = derive_seed(spec.run.seed, "dropout", step)
         comm.progress(step)
         loss, gnorm = train_step(
             self.module,
@@ -404,13 +411,9 @@ class Trainer:
             t,
             [dropout_seed] * t.grad_accum,
             batch.rows,
-            grad_scale,
-            faults.loss_divisor(comm.rank, step, t.grad_accum),
+            self.params,
         )
-        if eval_fault:
-            self.model.train()
-        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn(), not_training)
-        perf_hooks.step_delay()
+        self.ledger.add(batch.count, batch.hash_sum, self.model.dropout.take_drawn(), self.not_training)
         if poison:
             loss = loss * float("nan")
         return loss, gnorm, lr
@@ -420,17 +423,13 @@ def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec:
     """The launchers have refused a world that cannot split the batch (config.check_world)."""
     t = spec.run.train
     model.train()
-    if t.precision == "bf16" and faults.bf16_weights(comm.rank):
-        model.to(torch.bfloat16)
-    if model.cfg.recompute and faults.recompute_drift(comm.rank):
-        drift = faults.RecomputeDrift()
-        for layer in model.model.layers:
-            layer.register_forward_pre_hook(drift)
     module = comm.wrap(model)
     if t.compile:
         module = torch.compile(module, mode=t.compile_mode)
     grads = flat_grads(model, comm)
-    return Trainer(comm, model, module, build_optimizer(model, t), grads, data, spec)
+    failpoint = failpoints.step_failpoint(comm.rank, spec.run_dir)
+    opt = build_optimizer(model, t)
+    return Trainer(comm, model, module, opt, grads, data, spec, list(model.parameters()), failpoint)
 
 
 def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: RunSpec) -> RankResult:
@@ -442,8 +441,9 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     progress = Progress(t.steps, start, f"{spec.launcher} w{comm.world}", enabled=comm.rank == 0)
     if start == 0 and eval_due(t.eval_every, t.steps, 0):
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
+    trainer.watch_mode(start)
 
-    injected = perf_hooks.hold(comm.device)  # test hook: held until the peak is read
+    injected = failpoints.hold(comm.device)  # a failpoint: held until the peak is read
     timer = StepTimer(lambda: _sync(comm.device), t.global_batch * t.seq_len)
     window = StepWindow(comm, timer, history, progress)
     timer.start()
@@ -457,6 +457,7 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
             with timer.paused():
                 history.evals.append({"step": done, "loss": evaluate(model, data, spec, comm)})
                 progress.note(f"step {done}: val loss {history.evals[-1]['loss']:.4f}")
+            trainer.watch_mode(done)
         if ckpt.due(done):
             window.flush()
             with timer.paused():

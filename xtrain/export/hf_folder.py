@@ -29,12 +29,12 @@ import torch
 from safetensors.torch import save
 
 from contracts import artifact_table, outputs
+from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.errors import moved
 from contracts.fileio import canonical_json, md5_file, read_regular
 from contracts.validate import ValidationError
 from params.config import ModelConfig
 from xtrain.core.checkpoint import load_weights, read_state
-from xtrain.core.checkpoint_dir import resolve_checkpoint
 from xtrain.core.corpus import EOT
 from xtrain.export.gguf_file import write_gguf
 from xtrain.export.model_card import model_card

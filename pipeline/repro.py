@@ -1,0 +1,218 @@
+"""The main job's pipeline step: DVC's run cache shared through a remote, `dvc repro`, and what was reused.
+
+python -m pipeline.repro [TARGET ...]   # dvc pull --run-cache, dvc repro --pull, reports/repro.json
+python -m pipeline.repro push           # dvc push --run-cache (ci/main.sh: only after the gates pass)
+
+DVC keys a stage's run by its command, deps and params; a stage seen before, here or by anyone who
+pushed to the same remote, is restored instead of run. runs/env.json keeps that to one environment;
+train_single's outputs are never cached, so fresh_train always judges a run trained on this machine
+(docs/run-cache.md). reports/repro.json says per stage whether it ran here, was restored from the run
+cache or was already up to date; the gates report it and cross-check it (gates/provenance.py).
+Without a default remote (`dvc remote default`), nothing is pulled or pushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from contracts import outputs
+from contracts.artifact_table import write
+from contracts.errors import report
+from params.config import load_params
+from pipeline.schedule import Plan, print_line, run_plan
+
+OUT = "reports/repro.json"
+FORMAT = "xtrain-repro/1"
+RECORD = outputs.json_kind("repro record", FORMAT)
+# DVC's own words for what it did with a stage (dvc/stage/run.py, stage/cache.py, stage/__init__.py)
+HOW = (
+    (re.compile(r"^Running stage '([^']+)':$"), "ran"),
+    (re.compile(r"^Stage '([^']+)' is cached - skipping run, checking out outputs$"), "restored"),
+    (re.compile(r"^Stage '([^']+)' didn't change, skipping$"), "unchanged"),
+)
+
+
+def dvc(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dvc", *args]
+
+
+def default_remote() -> str | None:
+    """The default remote's URL, or None when the checkout has none."""
+    name = subprocess.run(dvc("remote", "default"), capture_output=True, text=True).stdout.strip()
+    if not name:
+        return None
+    got = subprocess.run(dvc("remote", "list"), capture_output=True, text=True).stdout
+    urls = {f[0]: f[1] for f in (line.split() for line in got.splitlines()) if len(f) >= 2}
+    return urls.get(name, name)
+
+
+def stage_of(line: str) -> tuple[str, str] | None:
+    """(stage, how) when the line is DVC saying what it did with a stage."""
+    for pattern, how in HOW:
+        m = pattern.match(line.strip())
+        if m:
+            return m.group(1), how
+    return None
+
+
+def repro(targets: list[str]) -> tuple[int, dict[str, str], dict[str, dict[str, float]]]:
+    """`dvc repro --pull`, its output passed through; each stage's fate as DVC printed it, and when."""
+    stages: dict[str, str] = {}
+    times: dict[str, dict[str, float]] = {}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        dvc("repro", "--pull", *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        seen = stage_of(line)
+        if seen:
+            stages[seen[0]] = seen[1]
+            close_last(times, time.monotonic() - t0)
+            times[seen[0]] = {"start_s": round(time.monotonic() - t0, 2)}
+    code = proc.wait()
+    close_last(times, time.monotonic() - t0)
+    return code, stages, times
+
+
+def close_last(times: dict[str, dict[str, float]], now: float) -> None:
+    """The stage DVC reported last ends where the next begins (serial repro)."""
+    for t in times.values():
+        t.setdefault("wall_s", round(now - t["start_s"], 2))
+
+
+def repro_parallel(
+    targets: list[str], jobs: int, timed: tuple[set[str], set[str] | None]
+) -> tuple[int, dict[str, str], dict]:
+    """Independent stages side by side (pipeline/schedule.py), each its own `dvc repro -s`."""
+    stages: dict[str, str] = {}
+
+    def start(stage: str) -> subprocess.Popen[str]:
+        cmd = dvc("--wait-for-lock", "repro", "--pull", "-s", stage)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def on_line(stage: str, line: str) -> None:
+        print_line(stage, line)
+        seen = stage_of(line)
+        if seen:
+            stages[seen[0]] = seen[1]
+
+    plan = Plan(upstream_graph(targets), jobs, *timed)
+    done = run_plan(plan, start, on_line)
+    code = next((d["exit_code"] for d in done.values() if d["exit_code"]), 0)
+    if len(done) < len(plan.upstream) and not code:
+        code = 1
+    times = {s: {"start_s": d["start_s"], "wall_s": d["wall_s"]} for s, d in done.items()}
+    return code, stages, times
+
+
+def upstream_graph(targets: list[str]) -> dict[str, set[str]]:
+    """Each stage (of `targets` and everything they need; all stages without targets) -> the stages
+    whose outputs it reads, from DVC's own graph of dvc.yaml."""
+    from dvc.repo import Repo
+
+    with Repo(".") as repo:
+        graph = repo.index.graph
+        ups = {s.addressing: {d.addressing for d in graph.successors(s)} for s in graph.nodes}
+    if not targets:
+        return ups
+    wanted, todo = set(), [t for t in targets if t in ups] or list(ups)
+    while todo:
+        stage = todo.pop()
+        if stage not in wanted:
+            wanted.add(stage)
+            todo += ups[stage]
+    return {s: ups[s] for s in wanted}
+
+
+TRAININGS = {"train_single", "train@thread", "train@proc"}
+GPU_STAGES = {*TRAININGS, "scaling", "pilot", "env"}  # the rest run on the CPU whatever the profile
+
+
+def timed_stages(params_path: str) -> tuple[set[str], set[str] | None]:
+    """The stages that measure time, and what must not run beside them: on the CPU the scaling
+    benchmark alone among all stages; on CUDA also the trainings (perf.throughput judges their
+    windows), alone among the stages that use the GPU."""
+    if load_params(params_path)["train"]["device"] != "cuda":
+        return {"scaling"}, None
+    return {"scaling", *TRAININGS}, GPU_STAGES
+
+
+def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
+    remote = default_remote()
+    pulled = False
+    if pull and remote:
+        print(f"repro: pulling the run cache from {remote}", flush=True)
+        pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
+        if not pulled:
+            print(f"repro: warning: dvc pull --run-cache from {remote} failed: every stage runs here")
+    if jobs > 1:
+        code, stages, times = repro_parallel(targets, jobs, timed_stages("params.yaml"))
+    else:
+        code, stages, times = repro(targets)
+    record: dict[str, Any] = {
+        "format": FORMAT,
+        "started_at": started,
+        "wall_s": round(time.monotonic() - t0, 3),
+        "remote": remote,
+        "pulled": pulled,
+        "targets": targets,
+        "jobs": jobs,
+        "exit_code": code,
+        "stages": stages,
+        "timings": times,
+    }
+    write("repro", out, record)
+    counts = {how: sum(v == how for v in stages.values()) for _, how in HOW}
+    print(
+        f"repro: {counts['ran']} ran here, {counts['restored']} restored from the run cache, "
+        f"{counts['unchanged']} up to date in {record['wall_s']:.1f} s; {out}"
+    )
+    return code
+
+
+def push() -> int:
+    remote = default_remote()
+    if not remote:
+        print("repro push: no default DVC remote: nothing shared (docs/run-cache.md)")
+        return 0
+    print(f"repro push: dvc push --run-cache to {remote}", flush=True)
+    return subprocess.run(dvc("push", "--run-cache", "-q")).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["push"]:
+        return push()
+    ap = argparse.ArgumentParser(
+        prog="python -m pipeline.repro",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("targets", nargs="*", help="dvc repro targets (default: the whole pipeline)")
+    ap.add_argument("--no-pull", action="store_true", help="do not pull the run cache first")
+    outputs.output_flag(
+        ap.add_argument("--out", default=OUT, help=f"the record of what was reused (default {OUT})"), RECORD
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="stages side by side (1: one dvc repro)")
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs {args.jobs}: must be >= 1")
+    try:  # before minutes of dvc repro: never over a file it did not write
+        outputs.check(args.out, RECORD)
+    except outputs.OutputRefused as e:
+        return report(e)
+    return run(args.targets, not args.no_pull, Path(args.out), args.jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

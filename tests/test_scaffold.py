@@ -1,0 +1,100 @@
+"""Your own trainer from an empty folder (issue #34 item 4): `python -m gates init`, `dvc repro`,
+`python -m gates check` reach a verdict in three commands; a golden blessed by `registry bless
+--golden` (no export) then catches a change of the numbers. The README's runrecord snippet is the
+template's train.py, executed here as written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, code_first
+from gates import catalogue, expect
+
+TEMPLATE = REPO / "gates" / "byo_template"
+
+
+def sh(folder: Path, *argv: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    env = code_first(REPO, {**code_first(REPO), "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(list(argv), cwd=folder, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode in ok, f"{argv}: {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def readme_snippet() -> str:
+    """The Python block under "## Gate your own trainer" in README.md."""
+    section = REPO.joinpath("README.md").read_text().split("## Gate your own trainer", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readme_snippet_is_the_template_and_runs_as_written(tmp_path: Path) -> None:
+    snippet = readme_snippet()
+    assert (
+        snippet == (TEMPLATE / "train.py.template").read_text()
+    )  # one text: what the README shows is what init writes
+    (tmp_path / "train.py").write_text(snippet)
+    sh(tmp_path, sys.executable, "train.py")
+    m = json.loads((tmp_path / "runs" / "single" / "metrics.json").read_text())
+    assert expect.run_problems(None, "single", m) == []
+    assert m["dropout"]["masks"] == "seeded" and m["eval_mode_steps"] == []
+    assert m["eval"][-1]["loss"] < m["eval"][0]["loss"]  # it learns
+    assert (tmp_path / "runs" / "single" / "checkpoints" / "latest").is_file()  # consistency needs it
+
+
+@pytest.mark.parametrize(
+    ("there", "says"),
+    [
+        ({"dvc.yaml": "stages: {}\n"}, "dvc.yaml: exists: refusing to replace it"),
+        ({"notes.txt": "mine\n"}, "holds 1 entries (notes.txt): gates init writes a new project into a new"),
+    ],
+)
+def test_init_writes_only_into_a_new_or_empty_folder(tmp_path: Path, there: dict, says: str) -> None:
+    for name, text in there.items():
+        (tmp_path / name).write_text(text)
+    proc = sh(tmp_path, sys.executable, "-m", "gates", "init", ok=(2,))
+    assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(there)  # nothing written
+    link = tmp_path.parent / f"{tmp_path.name}-link"
+    link.symlink_to(tmp_path / "absent")
+    proc = sh(tmp_path, sys.executable, "-m", "gates", "init", str(link), ok=(2,))
+    assert "is a symbolic link, not a folder" in proc.stderr and not (tmp_path / "absent").exists()
+
+
+@pytest.mark.ddp
+@pytest.mark.xdist_group("ddp")
+def test_three_commands_from_an_empty_folder_reach_a_verdict(tmp_path: Path) -> None:
+    """init, dvc repro (one device and torchrun world 2), gates check: exit 0, the gates of stages
+    the project has no part of folded into one line."""
+    folder = tmp_path / "mine"
+    t0 = time.perf_counter()
+    sh(tmp_path, sys.executable, "-m", "gates", "init", "mine")
+    sh(folder, "dvc", "repro")
+    check = sh(folder, sys.executable, "-m", "gates", "check")
+    print(f"init + dvc repro + gates check: {time.perf_counter() - t0:.1f} s")
+    report = json.loads((folder / "reports" / "gates.json").read_text())
+    status = {g["id"]: g["status"] for g in report["gates"]}
+    judged = ("seals", "consistency", "loss_match.proc", "cross_rank.proc", "finite")
+    assert all(status[g] == "pass" for g in judged), check.stdout
+    assert status["fresh_train"] == "skip" and "python -m registry bless --golden" in check.stdout
+    ours = {"train_single", "train@proc"}
+    folded = [g for g in catalogue.GATES if catalogue.not_in_pipeline(g, ours.__contains__)]
+    assert f"not in this pipeline: {len(folded)} gates" in check.stdout and len(folded) >= 15
+    assert "dvc repro train@thread" not in check.stdout
+    # a golden of the run alone (no export), then a change of the numbers fails it
+    bless = sh(
+        folder, sys.executable, "-m", "registry", "bless", "--golden", "--reason", "the first run, looked at"
+    )
+    assert "the run alone: no export" in bless.stdout and (folder / "registry" / "index.json").is_file()
+    sh(folder, sys.executable, "-m", "gates", "check", "--only", "fresh_train")
+    train = folder / "train.py"
+    train.write_text(train.read_text().replace("lr=0.5)", "lr=0.55)"))  # a planted change
+    sh(folder, "dvc", "repro", "train_single")
+    changed = sh(folder, sys.executable, "-m", "gates", "check", "--only", "fresh_train", ok=(1,))
+    assert "FAIL fresh_train: exact tier vs golden" in changed.stdout, changed.stdout
