@@ -33,7 +33,10 @@ class ValidationError(XtrainError, ValueError):
 
     def __init__(self, source: str, key: str, problem: str, rule: str = "", hint: str = "") -> None:
         self.source, self.key, self.problem, self.rule, self.hint = source, key, problem, rule, hint
-        key, problem = clip(printable(key), 100), clip(printable(problem), 160)  # a hostile file's own text
+        key, problem = (
+            clip(printable(str(key)), 100),
+            clip(printable(str(problem)), 160),
+        )  # a hostile file's own text
         where = f"{source}: {key}" if key else source
         tail = f" (rule: {rule})" if rule else ""
         step = f"; next: {hint}" if hint else ""

@@ -98,3 +98,16 @@ def test_registry_index_refuses_a_folder_that_is_no_registry(tmp_path: Path) -> 
     (tmp_path / "fresh" / "models").mkdir(parents=True)
     proc = run("-m", "registry", "--root", str(tmp_path / "fresh"), "index")
     assert proc.returncode == 0 and (tmp_path / "fresh" / "index.json").is_file(), proc.stderr
+
+
+def test_a_number_as_a_params_key_is_a_one_line_error(tmp_path: Path) -> None:
+    """Hypothesis found it: `train: {1: 2}` under a profile crashed the error path (TypeError) instead
+    of naming the key; the key is the file's own text, whatever its YAML type."""
+    from contracts.validate import ValidationError
+    from params.config import load_params
+
+    text = PARAMS.read_text().replace("\n  cpu: {}\n", "\n  cpu: {train: {1: 2}}\n", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ValidationError) as err:
+        load_params(tmp_path / "params.yaml")
+    assert "(profiles.cpu.train): 1: unknown key" in str(err.value) and "\n" not in str(err.value)

@@ -1,0 +1,149 @@
+"""The consistency gate: each run agrees with itself, recomputed from its own files.
+
+dvc.lock seals files one by one; an attacker who rewrites dvc.lock (or a producer that wrote one
+file from other numbers than the next) can still make a run's files disagree. What recomputation
+allows is checked here: summary.json, loss.csv and eval.csv are what metrics.json gives (the writer's
+own formulas, xtrain.core.train.write_metrics), metrics.json's param_digest is the digest of the
+run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free),
+and metrics.json agrees with its own config (gates/reading/expect.py, the record alone: config_hash is its
+config's identity, its length and evals are its config's, its world its per-rank lists').
+A disagreement fails (exit 1): the run is not one run's record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+from safetensors.numpy import load_file
+
+from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
+from gates.judges.outcome import Outcome, failed, passed
+from gates.judges.training import RUN_STAGE
+from gates.reading import expect
+from gates.reading.artifacts import ArtifactError, Artifacts, StageNotRun
+
+THRESHOLD = "summary, loss.csv, eval.csv and the final checkpoint's digest equal metrics.json"
+
+
+def summary_of(m: dict[str, Any]) -> dict[str, Any]:
+    """xtrain.core.train.summary, recomputed (tests/test_seals_consistency.py holds the two equal)."""
+    return {
+        "world": m["world"],
+        "final_train_loss": m["train_loss"][-1],
+        "initial_val_loss": m["initial_val_loss"],
+        "final_val_loss": m["final_val_loss"],
+        "tokens_per_s": round(m["tokens_per_s"], 1),
+        "cross_rank_max_abs_diff": m["cross_rank"]["max_abs_diff"],
+        "train_time_s": round(m["train_time_s"], 2),
+    }
+
+
+def csv_texts(m: dict[str, Any]) -> dict[str, str]:
+    """loss.csv and eval.csv as xtrain.core.train.write_metrics writes them (repr: every bit of the float)."""
+    loss = ["step,loss"] + [f"{i},{v!r}" for i, v in enumerate(m["train_loss"])]
+    ev = ["step,val_loss"] + [f"{e['step']},{e['loss']!r}" for e in m["eval"]]
+    return {"loss.csv": "\n".join(loss) + "\n", "eval.csv": "\n".join(ev) + "\n"}
+
+
+def param_digest(path: Path) -> str:
+    """xtrain.core.checkpoint.param_digest of the weights in a checkpoint's model.safetensors."""
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ArtifactError(f"{path}: not a readable safetensors file: {e}") from None
+    h = hashlib.sha256()
+    for name, t in sorted(tensors.items()):
+        h.update(name.encode())
+        h.update(t.tobytes())
+    return h.hexdigest()
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+def run_problems(a: Artifacts, run: str) -> list[str]:
+    stage, base = RUN_STAGE[run], f"runs/{run}"
+    m = a.json(f"{base}/metrics.json", "metrics.schema.json", stage, refuse_non_finite=False)
+    problems = expect.run_problems(None, run, m)  # the record against its own config
+    summary = a.json(f"{base}/summary.json", "summary.schema.json", stage, refuse_non_finite=False)
+    if _canonical(summary) != _canonical(summary_of(m)):
+        problems.append(f"{base}/summary.json is not what metrics.json gives ({_canonical(summary_of(m))})")
+    for name, text in csv_texts(m).items():
+        if a.path(f"{base}/{name}", stage).read_text() != text:
+            problems.append(f"{base}/{name} differs from metrics.json's values")
+    final = f"step_{m['steps']:06d}"
+    latest = a.path(f"{base}/checkpoints/latest", stage).read_text().strip()
+    if latest != final:
+        problems.append(f"{base}/checkpoints/latest is {latest!r}, metrics.json ends at {final}")
+    model = f"{base}/checkpoints/{final}/model.safetensors"
+    if not (a.root / model).is_file():
+        return [*problems, f"metrics.json ends at {final}, but {model} does not exist"]
+    digest = param_digest(a.path(model, stage))
+    if digest != m["param_digest"]:
+        problems.append(
+            f"{base}/checkpoints/{final}/model.safetensors digests to {digest[:16]}..., "
+            f"metrics.json param_digest is {m['param_digest'][:16]}..."
+        )
+    return problems
+
+
+def consistency(a: Artifacts) -> Outcome:
+    checked, problems = [], []
+    for run in RUN_STAGE:
+        try:
+            problems += run_problems(a, run)
+        except StageNotRun:
+            continue
+        checked.append(run)
+    if not checked:
+        return Outcome("skip", None, THRESHOLD, "no training stage has run")
+    if problems:
+        return failed(
+            len(problems), THRESHOLD, "; ".join(problems) + ": the run's files are not one run's record"
+        )
+    return passed(0, THRESHOLD, f"runs {', '.join(checked)}: summary, csv and final checkpoint agree")
+
+
+def consistency_picture(a: Artifacts, t: Thresholds) -> Picture:
+    """Each run's files against what its metrics.json gives."""
+    rows = []
+    for run in RUN_STAGE:
+        try:
+            problems = run_problems(a, run)
+        except StageNotRun:
+            continue
+        for name in ("summary.json", "loss.csv", "eval.csv", "checkpoints/latest", "model.safetensors"):
+            bad = any(name in p for p in problems)
+            rows.append(
+                f"<tr class='{'bad' if bad else 'ok'}'><td>runs/{run}/{escape(name)}</td>"
+                f"<td>{'DIFFERS' if bad else 'agrees'}</td></tr>"
+            )
+    if not rows:
+        raise NoPicture("no training stage has run")
+    return Picture(
+        "<table class='files'><tr><th>file</th><th>against metrics.json</th></tr>"
+        + "".join(rows)
+        + "</table>",
+        "Each run's summary, csv files, latest pointer and final weights (parameter digest recomputed "
+        "from model.safetensors) against its metrics.json. Pass: every row agrees.",
+    )
+
+
+GATE = Gate(
+    id="consistency",
+    checks="each run agrees with itself: summary.json, loss.csv, eval.csv are what metrics.json gives; "
+    "its param_digest is the digest of its final checkpoint (recomputed from model.safetensors)",
+    threshold=lambda t: "equal",
+    run=lambda a, t: consistency(a),
+    why="dvc.lock seals each file alone; someone who rewrites dvc.lock, or a writer that mixed two runs, "
+    "can still leave files that disagree: recomputation catches what re-sealing hides",
+    investigate="the message names the run and file; dvc repro -f the run's stage",
+    takes=(),
+    picture=consistency_picture,
+)

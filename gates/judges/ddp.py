@@ -1,0 +1,520 @@
+"""DDP equivalence: a DDP run against single-device training of the same config (loss_match.*).
+
+A loss trajectory is chaotic on the GPU profile: equivalent reorderings (DDP, grad accumulation,
+fp32 vs bf16) start ~1e-7 apart and cross 1e-3 relative around steps 23-32. So the gate checks
+what survives chaos exactly or tightly, and bounds only the rest statistically:
+
+1. samples and dropout masks (exact): per step, the rows the ranks consumed (count and hash sum,
+   xtrain/core/data.py) equal the single-device batch (shards disjoint, union the whole batch), and the
+   dropout masks drawn (hash sum of their seeds, xtrain/core/model.py) equal single-device's.
+2. first step (tight): identical parameters, so loss[0], grad_norm[0] (before clipping) and the
+   step-0 validation loss differ by float summation order only: rel <= first_step_rtol.
+3. prefix (the user's bound): max rel <= max_rel over the first K steps and the evals inside them,
+   before chaos amplifies one-ulp differences (K = every step on CPU).
+4. end of run: |final val loss - single's| <= final_val_atol, from the measured spread of
+   equivalent reorderings on that tier.
+
+Tiers are keyed by the run's device (metrics.json `device`) in params.yaml gates.loss_match; each
+bound is a tolerance of gates/judges/tolerance.py (Exact for 1, Approx for 2-4: |x - ref| <= atol + rtol|ref|).
+Pure functions of the two metrics dicts; never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gates.judges.gate import Gate, Picture, Thresholds
+from gates.judges.outcome import Outcome, failed, fmt, rel_diffs
+from gates.judges.tolerance import Approx, Exact
+from gates.judges.training import foreign_recorder, refuse, run_metrics, with_train_mode
+from gates.reading.artifacts import Artifacts
+from params.identity import config_diff
+
+Metrics = dict[str, Any]
+EXACT = Exact()  # sample and dropout-mask fingerprints: integers, equal or not
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One device's tolerances (gates/judges/tolerance.py), built from params.yaml gates.loss_match."""
+
+    device: str
+    first_step: Approx  # Approx.relative(<device>.first_step_rtol): loss[0], grad_norm[0], val@0
+    prefix_steps: int | None  # <device>.prefix_steps; None: every step
+    prefix: Approx  # Approx.relative(max_rel): every train loss and eval inside the prefix
+    end: Approx  # Approx.absolute(<device>.final_val_atol): the final validation loss
+
+    def describe(self, steps: int) -> str:
+        k = steps if self.prefix_steps is None else min(self.prefix_steps, steps)
+        return (
+            f"samples exact; step 0 rel <= {self.first_step.rtol:g}; max rel <= {self.prefix.rtol:g} over "
+            f"{k} of {steps} steps; |final val diff| <= {self.end.atol:g} ({self.device} tier)"
+        )
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    applied: bool = True  # False: the records cannot say (detail says why); never counted as held
+
+
+def own_trainer(*runs: Metrics) -> bool:
+    """Some run was written by another trainer (runrecord): hints name the user's side, not xtrain's files."""
+    return any(foreign_recorder(m) for m in runs)
+
+
+def tier_for(loss_match: dict[str, Any], device: str) -> Tier | None:
+    t = loss_match.get(device)
+    if t is None:
+        return None
+    return Tier(
+        device,
+        first_step=Approx.relative(t["first_step_rtol"]),
+        prefix_steps=t["prefix_steps"],
+        prefix=Approx.relative(loss_match["max_rel"]),
+        end=Approx.absolute(t["final_val_atol"]),
+    )
+
+
+def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") -> str | None:
+    """Why the two runs cannot be compared at all, or None."""
+    if single["config_hash"] != ddp["config_hash"]:
+        return (
+            f"runs/{run} and runs/{ref} trained different configurations (config_hash "
+            f"{ddp['config_hash']} vs {single['config_hash']}; {config_diff(single['config'], ddp['config'])}): "
+            "re-run both with one config"
+        )
+    for m, name in ((single, ref), (ddp, run)):
+        n = m["steps"]
+        lengths = {
+            "train_loss": len(m["train_loss"]),
+            "grad_norm": len(m["grad_norm"]),
+            "samples.count": len(m["samples"]["count"]),
+            "samples.hash_sum": len(m["samples"]["hash_sum"]),
+            "samples.dropout_hash_sum": len(m["samples"]["dropout_hash_sum"]),
+        }
+        short = {k: v for k, v in lengths.items() if v != n}
+        if short:
+            k, v = next(iter(short.items()))
+            return f"runs/{name}/metrics.json: {k} has {v} entries for {n} steps (a resumed old run?)"
+    if single["device"] != ddp["device"] or single["precision"] != ddp["precision"]:
+        return (
+            f"runs/{run} ran on {ddp['device']}/{ddp['precision']}, runs/{ref} on "
+            f"{single['device']}/{single['precision']}"
+        )
+    if ref != "single" and single["world"] != ddp["world"]:
+        return f"runs/{run} ran at world {ddp['world']}, runs/{ref} at world {single['world']}: set one world"
+    return None
+
+
+def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
+    """Exact: every step's rows, summed over ranks, are the reference's (single device: the whole batch)."""
+    s, d = single["samples"], ddp["samples"]
+    bad = sorted({*EXACT.judge(d["count"], s["count"]).out, *EXACT.judge(d["hash_sum"], s["hash_sum"]).out})
+    if not bad:
+        return Check("samples", True, f"{len(s['count'])} steps consumed exactly the {ref} rows")
+    i = bad[0]
+    if d["count"][i] != s["count"][i]:
+        why = f"the ranks consumed {d['count'][i]} rows, {ref} {s['count'][i]}: rows missing or duplicated"
+    else:
+        why = (
+            f"{d['count'][i]} rows but other samples (hash sum {d['hash_sum'][i]} vs {s['hash_sum'][i]}): "
+            "the ranks' shards overlap or miss rows"
+        )
+    where = (
+        "your sampler: each rank must read its own part of the step's global batch, together all of it "
+        "(DistributedSampler, or batch[rank::world]), and samples() its dataset indices"
+        if own_trainer(single, ddp)
+        else "xtrain/core/data.py shard_rows, step_batch"
+    )
+    return Check(
+        "samples",
+        False,
+        f"samples differ at {len(bad)} of {len(s['count'])} steps, first step {i}: {why} ({where})",
+    )
+
+
+def dropout_mode(m: Metrics) -> str | None:
+    """How a record's dropout masks were recorded: xtrain (our trainer seeds every mask per sample and
+    fingerprints it), runrecord's seeded/off/none/given (metrics.json dropout.masks), given (an older
+    runrecord record whose loop passed mask seeds), or None: not recorded."""
+    if "dropout" in m:
+        return m["dropout"]["masks"]
+    if not foreign_recorder(m):
+        return "xtrain"
+    return "given" if any(m["samples"]["dropout_hash_sum"]) else None
+
+
+def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
+    """Exact: every step's dropout masks, summed over ranks, are the ones the reference drew; not
+    applied where a record cannot say (runrecord did not see the model, or dropout was switched off)."""
+    modes = {ref: dropout_mode(single), "the other": dropout_mode(ddp)}
+    if None in modes.values():
+        return Check(
+            "dropout masks",
+            True,
+            "not recorded: runrecord did not see the model, so the masks drawn are unknown (RunRecorder("
+            "..., model=model) seeds them per sample and records them)",
+            applied=False,
+        )
+    if "off" in modes.values():
+        if set(modes.values()) != {"off"}:
+            return Check(
+                "dropout masks",
+                False,
+                f"the runs' dropout differs: {ref} {modes[ref]}, the other {modes['the other']} (runrecord "
+                "dropout=): compare runs of one setting",
+            )
+        d = single["dropout"]
+        return Check(
+            "dropout masks",
+            True,
+            f"dropout switched off for these runs (runrecord dropout='off': {d['modules']} dropouts at p "
+            f"{', '.join(f'{p:g}' for p in d['p']) or '-'} set to 0): no masks to compare",
+            applied=False,
+        )
+    s, d = single["samples"]["dropout_hash_sum"], ddp["samples"]["dropout_hash_sum"]
+    bad = list(EXACT.judge(d, s).out)
+    if not bad:
+        return Check("dropout masks", True, f"{len(s)} steps drew {_drawn(single, s, ref)}")
+    i = bad[0]
+    what = "none" if d[i] == 0 else "other masks"
+    where = (
+        "your samples() indices must be the batch rows' dataset indices, in row order, before the "
+        "forward; or a rank trained with dropout off (eval mode)"
+        if own_trainer(single, ddp)
+        else "a rank's dropout seed or global row index is out of sync, or a rank trained with dropout "
+        "off (xtrain/core/model.py Dropout, xtrain/core/train.py)"
+    )
+    return Check(
+        "dropout masks",
+        False,
+        f"dropout differs at {len(bad)} of {len(s)} steps, first step {i}: the ranks drew {what} "
+        f"(hash sum {d[i]} vs {s[i]}): {where}",
+    )
+
+
+def _drawn(single: Metrics, sums: list[int], ref: str) -> str:
+    """What equal fingerprints say, true to what was recorded."""
+    if any(sums):
+        return f"the same masks as {ref}"
+    if dropout_mode(single) == "none":
+        return f"no masks, like {ref}: the model has no dropout with p > 0 (runrecord saw it)"
+    if dropout_mode(single) == "seeded":
+        return f"no masks, like {ref}, though the model has dropout: were both in eval mode?"
+    return f"no masks (no dropout), like {ref}"
+
+
+def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -> Check:
+    """Tight: identical parameters at step 0, so only float summation order may differ."""
+    pairs = {
+        "loss[0]": (ddp["train_loss"][0], single["train_loss"][0]),
+        "grad_norm[0]": (ddp["grad_norm"][0], single["grad_norm"][0]),
+    }
+    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
+    ev_d = {e["step"]: e["loss"] for e in ddp["eval"]}
+    if 0 in ev_s and 0 in ev_d:
+        pairs["val_loss@0"] = (ev_d[0], ev_s[0])
+    rel = {k: rel_diffs([a], [b])[0] for k, (a, b) in pairs.items()}
+    worst = max(rel, key=rel.__getitem__)
+    detail = ", ".join(f"{k} rel {fmt(v)}" for k, v in rel.items())
+    if tol.judge([a for a, _ in pairs.values()], [b for _, b in pairs.values()]).ok:
+        return Check("first step", True, detail)
+    a, b = pairs[worst]
+    hint = (
+        ". a whole multiple: gradients summed instead of averaged?"
+        if worst == "grad_norm[0]" and b and _near_integer_ratio(a / b)
+        else ""  # the verdict's Next names the side, told apart by what agrees (failure_case)
+    )
+    return Check(
+        "first step",
+        False,
+        f"step 0 differs beyond summation order (rel <= {tol.rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
+        f"{detail}{hint}",
+    )
+
+
+def _near_integer_ratio(r: float) -> bool:
+    return math.isfinite(r) and r > 1.5 and abs(r - round(r)) < 0.01
+
+
+def check_prefix(
+    single: Metrics, ddp: Metrics, k: int | None, tol: Approx, run: str, ref: str = "single"
+) -> tuple[Check, float]:
+    """The user's bound, over the steps before chaos: train losses and the evals inside them."""
+    n = len(single["train_loss"]) if k is None else min(k, len(single["train_loss"]))
+    train = tol.judge(ddp["train_loss"][:n], single["train_loss"][:n])
+    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
+    ev = {
+        e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s and e["step"] <= n
+    }
+    evals = tol.judge([x for x, _ in ev.values()], [y for _, y in ev.values()], list(ev))
+    rel = rel_diffs(ddp["train_loss"][:n], single["train_loss"][:n])
+    worst_step = max(range(n), key=rel.__getitem__)
+    worst = max(train.max_rel, evals.max_rel)
+    scope = f"{n} of {len(single['train_loss'])} steps and {evals.judged} evals"
+    if train.ok and evals.ok:
+        return Check("prefix", True, f"max rel {fmt(worst)} at step {worst_step} over {scope}"), worst
+    if train.out:
+        s = train.out[0]
+        first = (
+            f"first step over {tol.rtol:g}: step {s} ({ref} {single['train_loss'][s]:.7g}, "
+            f"{run} {ddp['train_loss'][s]:.7g}, rel {fmt(rel[s])})"
+        )
+    else:
+        s = evals.out[0]
+        first = f"first eval over {tol.rtol:g}: step {s} (rel {fmt(rel_diffs([ev[s][0]], [ev[s][1]])[0])})"
+    return Check("prefix", False, f"{first}; max rel {fmt(worst)} over {scope}"), worst
+
+
+def check_end(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -> Check:
+    a, b = ddp["final_val_loss"], single["final_val_loss"]
+    if a is None or b is None:
+        return Check(
+            "end", False, "no final validation loss (train.eval_every: 0): the end of the run is unchecked"
+        )
+    diff = a - b if math.isfinite(a) and math.isfinite(b) else math.inf
+    detail = f"final val {a:.5f} vs {ref} {b:.5f} (diff {diff:+.2e}, tolerance {tol.atol:g})"
+    return Check("end", tol.within(a, b), detail)
+
+
+CASES = {
+    "loss": (
+        "the logged training loss differs while the gradient norms and the validation losses agree: a "
+        "logging bug, not a training bug",
+        "your loss logging: log the mean over ranks (all_reduce(loss) / world), not one rank's",
+        "the loss reduction over ranks (xtrain/core/train.py)",
+    ),
+    "eval": (
+        "training agrees (train losses and gradient norms) and only the validation loss differs",
+        "your eval set: every rank evaluates the same rows (or its shard of a set that divides by the "
+        "world), averaged by count; a padded eval set repeats rows",
+        "the evaluation (xtrain/core/train.py evaluate)",
+    ),
+    "losses": (
+        "the train and validation losses differ while the gradient norms agree",
+        "your loss logging and your eval set (a late divergence of training shows this way too)",
+        "the loss reduction and the evaluation (xtrain/core/train.py)",
+    ),
+    "gradient": (
+        "the gradients differ",
+        "your gradient all-reduce (the mean over ranks), your init (the same weights on every rank), "
+        "your lr schedule (stepped once per step on every rank) or your dropout (RunRecorder(model=...) "
+        "seeds it per sample)",
+        "the gradient reduction or sharding (xtrain/core/comm.py, xtrain/core/data.py)",
+    ),
+}
+
+
+def failure_case(single: Metrics, ddp: Metrics, tier: Tier) -> str:
+    """Which side a failure of the numbers points at, told apart by what agrees (step 0 within the
+    first-step bound, the prefix within max_rel, the end within its atol): loss only (logging), eval
+    only (the eval set), or the gradients (training itself)."""
+    steps = len(single["train_loss"])
+    n = steps if tier.prefix_steps is None else min(tier.prefix_steps, steps)
+
+    def agree(key: str) -> bool:
+        got, ref = ddp[key][:n], single[key][:n]
+        return tier.first_step.within(got[0], ref[0]) and tier.prefix.judge(got, ref).ok
+
+    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
+    ev = {e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s}
+    evals = (
+        (0 not in ev or tier.first_step.within(*ev[0]))
+        and tier.prefix.judge([a for a, _ in ev.values()], [b for _, b in ev.values()]).ok
+        and check_end(single, ddp, tier.end).ok
+    )
+    train, grads = agree("train_loss"), agree("grad_norm")
+    case = "gradient" if not grads else "loss" if evals else "eval" if train else "losses"
+    what, yours, ours = CASES[case]
+    if case == "gradient":
+        out = [i for i in range(n) if not tier.prefix.within(ddp["grad_norm"][i], single["grad_norm"][i])]
+        what += f" (grad_norm first out at step {out[0] if out else 0})"
+    return f"{what}: {yours if own_trainer(single, ddp) else ours}"
+
+
+def equivalence(
+    single: Metrics, ddp: Metrics, run: str, loss_match: dict[str, Any], ref: str = "single"
+) -> Outcome:
+    """The loss_match verdict for runs/<run> against runs/<ref> (single device, or thread for parity)."""
+    max_rel = loss_match["max_rel"]
+    problem = shape_problem(single, ddp, run, ref)
+    if problem:
+        return failed(None, max_rel, problem)
+    tier = tier_for(loss_match, ddp["device"])
+    if tier is None:
+        return failed(
+            None,
+            max_rel,
+            f"params.yaml gates.loss_match.{ddp['device']}: missing: no tolerance tier for runs on {ddp['device']}",
+        )
+    prefix, worst = check_prefix(single, ddp, tier.prefix_steps, tier.prefix, run, ref)
+    checks = [
+        check_samples(single, ddp, ref),
+        check_dropout(single, ddp, ref),
+        check_first_step(single, ddp, tier.first_step, ref),
+        prefix,
+        check_end(single, ddp, tier.end, ref),
+    ]
+    threshold = tier.describe(len(single["train_loss"]))
+    world = f"world {ddp['world']} vs {single['world']}"
+    skipped = {c.name: c.detail for c in checks if not c.applied}
+    if all(c.ok for c in checks):
+        shown = "; ".join(f"{c.name}: not applied: {c.detail}" if not c.applied else c.detail for c in checks)
+        return Outcome("pass", worst, threshold, f"{world}: {shown}", not_applied=skipped)
+    bad = [c for c in checks if not c.ok]
+    names = [c.name for c in bad]
+    if names == ["end"]:
+        next_step = (
+            "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
+            "too tight for this profile (docs/ddp-gate.md)"
+        )
+    elif {"samples", "dropout masks"} & set(names):
+        next_step = f"see docs/ddp-gate.md; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
+    else:
+        next_step = f"{failure_case(single, ddp, tier)}; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
+    return Outcome(
+        "fail",
+        worst,
+        threshold,
+        f"{world}: " + "; ".join(f"{c.name}: {c.detail}" for c in bad) + f". Next: {next_step}",
+        not_applied=skipped,
+    )
+
+
+def describe_tiers(loss_match: dict[str, Any]) -> str:
+    """The thresholds of every configured tier, for `python -m gates list`."""
+    parts = []
+    for device in ("cpu", "cuda"):
+        t = tier_for(loss_match, device)
+        if t is not None:
+            k = "every step" if t.prefix_steps is None else f"{t.prefix_steps} steps"
+            parts.append(
+                f"{device}: step 0 rel <= {t.first_step.rtol:g}, max rel <= {t.prefix.rtol:g} over {k}, "
+                f"final val +- {t.end.atol:g}"
+            )
+    return "samples and dropout masks exact; " + "; ".join(parts or ["no tier configured"])
+
+
+def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
+    single, ddp = run_metrics(a, "single"), run_metrics(a, run)
+    refused = refuse(a, [("single", single), (run, ddp)], loss_match["max_rel"])  # not what params says
+    if refused:
+        return refused
+    return with_train_mode(equivalence(single, ddp, run, loss_match), [("single", single), (run, ddp)])
+
+
+def launcher_parity(a: Artifacts, loss_match: dict[str, Any], max_rel: float) -> Outcome:
+    """torchrun (proc) against thread-per-rank at the same world, judged like loss_match.
+
+    Two launchers at world > 2 may reduce in different orders (NCCL picks rings or trees per
+    communicator): a one-ulp difference that chaos amplifies over a whole run. So parity is judged
+    with the DDP gate's design and the device's tier; only the prefix bound is launcher_parity's own.
+    """
+    thread, proc = run_metrics(a, "thread"), run_metrics(a, "proc")
+    refused = refuse(a, [("thread", thread), ("proc", proc)], max_rel)
+    if refused:
+        return refused
+    o = equivalence(thread, proc, "proc", {**loss_match, "max_rel": max_rel}, ref="thread")
+    return with_train_mode(o, [("thread", thread), ("proc", proc)])
+
+
+# ---- the picture: what the gate judged, against its bound ------------------------------------------
+
+
+def loss_match_picture(a: Artifacts, t: Thresholds, launcher: str) -> Picture:
+    from gates.judges import plots
+    from gates.judges.pictures import metrics_pair, rel_panel
+
+    got, ref = metrics_pair(a, launcher, "single")
+    # The gate bounds max rel only over its tier's prefix (later steps are chaotic): draw that.
+    tier = tier_for(t["loss_match"], got["device"])
+    prefix = tier.prefix_steps if tier is not None else None
+    max_rel = t["loss_match"]["max_rel"]
+    fig, (ax,) = plots.figure()
+    first = rel_panel(ax, got, ref, launcher, "single", max_rel, prefix)
+    span = "every step" if prefix is None else f"the first {prefix} steps"
+    ax.set_title(f"{launcher} (world {got['world']}) vs single device: relative loss difference, {span}")
+    where = f" First step over the line: {first}." if first is not None else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Relative difference of the training loss (dots) and eval loss (squares) per step over {span} "
+        f"(the gate's prefix), log scale, dimensionless; exact agreement is drawn at {plots.ZERO_FLOOR:g}. "
+        f"Pass: every point below the dashed line (max rel {max_rel:g}); the gate also checks the samples, "
+        f"step 0 and the final val loss (its message).{where}",
+    )
+
+
+def launcher_parity_picture(a: Artifacts, t: Thresholds) -> Picture:
+    from gates.judges import plots
+    from gates.judges.pictures import metrics_pair, rel_panel
+
+    max_rel = t["launcher_parity"]["max_rel"]
+    got, ref = metrics_pair(a, "proc", "thread")
+    # Judged like loss_match: the bound holds over the device tier's prefix; later steps are drawn, not judged.
+    tier = tier_for({**t["loss_match"], "max_rel": max_rel}, got["device"])
+    prefix = tier.prefix_steps if tier is not None else None
+    steps = list(range(len(got["train_loss"])))
+    judged = len(steps) if prefix is None else min(prefix, len(steps))
+    bound = tier.prefix if tier is not None else Approx.relative(max_rel)
+    marked = list(bound.judge(got["train_loss"][:judged], ref["train_loss"][:judged]).out)
+    fig, (top, bottom) = plots.figure(2, 1)
+    plots.overlay(top, steps, ref["train_loss"], got["train_loss"], ("thread", "proc (torchrun)"), marked)
+    top.set_ylabel("train loss (nats/token)")
+    top.set_title(f"torchrun (proc) vs thread-per-rank training loss, world {got['world']}")
+    first = rel_panel(bottom, got, ref, "proc", "thread", max_rel, prefix)
+    span = "every step" if prefix is None else f"the first {prefix} steps (the tier's prefix)"
+    where = f" First step over: {first}." if first is not None else ""
+    return Picture(
+        plots.to_svg(fig),
+        f"Top: both trajectories (loss in nats per token), judged steps over the limit marked ×. Bottom: "
+        f"their relative difference over {span} (log scale; 0 drawn at {plots.ZERO_FLOOR:g}). Pass: every "
+        f"point below the dashed line (max rel {max_rel:g}); the gate also checks samples, dropout masks, "
+        f"step 0 and the final val loss exactly as loss_match does (its message).{where}",
+    )
+
+
+# ---- the gates -------------------------------------------------------------------------------------
+
+
+def loss_match_gate(launcher: str) -> Gate:
+    return Gate(
+        id=f"loss_match.{launcher}",
+        checks=f"the {launcher}-per-rank DDP run against single-device training of the same config: the "
+        "samples and dropout masks of every step (exact), step 0 (summation order), the loss over a prefix, "
+        "the final validation loss; both runs trained every step in train mode (metrics.json "
+        "eval_mode_steps empty: T21)",
+        threshold=lambda t: describe_tiers(t["loss_match"]),
+        run=lambda a, t: loss_match(a, launcher, t["loss_match"]),
+        why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
+        "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
+        "chaotically, so only exact and early checks are tight (docs/ddp-gate.md)",
+        investigate=f"the message names the failing check. samples: xtrain/core/data.py sharding. first step: the "
+        f"reduction (xtrain/core/comm.py), sharding or dropout; a grad_norm[0] ratio of world means a sum, not a "
+        f"mean. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
+        f"runs/single/loss.csv, runs/{launcher}/loss.csv",
+        takes=("loss_match",),
+        picture=lambda a, t: loss_match_picture(a, t, launcher),
+    )
+
+
+LAUNCHER_PARITY = Gate(
+    id="launcher_parity",
+    checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one; both trained "
+    "every step in train mode (metrics.json eval_mode_steps empty: T21)",
+    threshold=lambda t: (
+        "as loss_match, thread as the reference: "
+        + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
+    ),
+    run=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
+    why="the two launchers must differ only in how ranks start and how gradients travel (seed design: "
+    "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
+    investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
+    "a samples or step-0 failure means the gradient path changed (DDP bucket order, reduction, sharding)",
+    takes=("loss_match", "launcher_parity"),
+    picture=launcher_parity_picture,
+)

@@ -1,0 +1,109 @@
+"""The verdict for people (a table) and for machines (reports/gates.json, schema-validated)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from contracts import artifact_table
+from gates.judges.outcome import STATUSES, Outcome
+from gates.reporting import rows
+from gates.reporting.ci_report import short
+
+COLORS = {
+    "pass": "green",
+    "fail": "bold red",
+    "inconclusive": "bold yellow",
+    "skip": "yellow",
+    "error": "bold magenta",
+}
+
+
+def exit_code(outcomes: dict[str, Outcome]) -> int:
+    statuses = {o.status for o in outcomes.values()}
+    return 2 if "error" in statuses else 1 if statuses & {"fail", "inconclusive"} else 0
+
+
+def _git_revision(root: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def build(
+    outcomes: dict[str, Outcome], root: Path, thresholds_source: str, env_id: str | None
+) -> dict[str, Any]:
+    code = exit_code(outcomes)
+    report = {
+        "format": "xtrain-gates-report/1",
+        "exit_code": code,
+        "summary": {s: sum(o.status == s for o in outcomes.values()) for s in STATUSES},
+        "git_revision": _git_revision(root),
+        "environment": {
+            "platform": f"{sys.platform}-{platform.machine()}",
+            "python": platform.python_version(),
+            "training_env_id": env_id,
+        },
+        "thresholds_source": thresholds_source,
+        "gates": [rows.entry(gid, o) for gid, o in outcomes.items()],
+    }
+    artifact_table.check("gates_report", report, "gates report")
+    return report
+
+
+def write(report: dict[str, Any], path: Path) -> None:
+    artifact_table.write("gates_report", path, report)
+
+
+def print_table(
+    outcomes: dict[str, Outcome],
+    thresholds: dict[str, str],
+    report_path: Path | None,
+    console: Console | None = None,
+) -> None:
+    """`thresholds`: the catalogue's text per gate, shown where the outcome's threshold is a bare number.
+    Rows as gates/reporting/rows.py orders and folds them: fail, error, inconclusive, pass, skip; gates not in
+    this pipeline in one line; a family's shared threshold once, below the table."""
+    console = console or Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+    view = rows.rows([rows.entry(gid, o) for gid, o in outcomes.items()], thresholds)
+    table = Table(title="xtrain-gates")
+    for col in ("gate", "status", "measured", "threshold", "artifacts"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("gate", "status"))
+    for g in view.shown:
+        arts = sorted({"/".join(p.split("/")[:2]) for p in g["artifacts"]})
+        note = f" ({len(g['not_applied'])} not applied)" if g.get("not_applied") else ""
+        table.add_row(
+            g["id"],
+            f"[{COLORS[g['status']]}]{g['status'].upper()}[/]{note}",
+            short(g["measured"]),
+            view.thresholds[g["id"]],
+            ", ".join(arts) or "-",
+        )
+    console.print(table)
+    for fam, shared in view.legend:
+        console.print(f"threshold of {fam}: {shared}")
+    if line := view.absent_line():
+        console.print(f"[{COLORS['skip']}]{line}[/]")
+    for g in view.shown:
+        said = g["message"] if g["status"] != "pass" else rows.not_applied(g)
+        if said:
+            console.print(f"[{COLORS[g['status']]}]{g['status'].upper()}[/] {g['id']}: {said}")
+    code = exit_code(outcomes)
+    summary = ", ".join(f"{n} {s}" for s in STATUSES if (n := sum(o.status == s for o in outcomes.values())))
+    verdict = {
+        0: "[green]all gates pass[/]",
+        1: "[bold red]gate failure[/]",
+        2: "[bold magenta]missing or invalid artifact[/]",
+    }[code]
+    where = f"; report: {report_path}" if report_path else ""
+    console.print(f"{verdict} ({summary}){where}; exit {code}")
