@@ -95,24 +95,24 @@ def run_tokenizer_stage(data: Path, *sets: str) -> subprocess.CompletedProcess:
 
 def test_tokenizer_stage_writes_tokens(tmp_path: Path) -> None:
     """The real stage command on a small corpus: its three files agree with each other and the text."""
-    src = tmp_path / "my.txt"
+    src = tmp_path / "my.txt"  # beside the data folder: the stage refuses a folder with foreign files
     src.write_text(tiny_text(6000, seed=5))
-    meta = make_corpus(
-        data_params(source="file", path=str(src)), tmp_path / "corpus.txt", tmp_path / "corpus.json"
-    )
-    proc = run_tokenizer_stage(tmp_path, "tokenizer.vocab_size=300")
+    data = tmp_path / "data"
+    data.mkdir()
+    meta = make_corpus(data_params(source="file", path=str(src)), data / "corpus.txt", data / "corpus.json")
+    proc = run_tokenizer_stage(data, "tokenizer.vocab_size=300")
     assert proc.returncode == 0, proc.stderr
-    tok = load_tokenizer(tmp_path / "tokenizer.json")
-    tokens = load_tokens(tmp_path / "tokens.safetensors")
-    summary = json.loads((tmp_path / "tokens.json").read_text())
+    tok = load_tokenizer(data / "tokenizer.json")
+    tokens = load_tokens(data / "tokens.safetensors")
+    summary = json.loads((data / "tokens.json").read_text())
     assert tok.get_vocab_size() == summary["vocab_size"] == 300
     assert tok.token_to_id("<|endoftext|>") == 0
-    assert summary["tokenizer_md5"] == md5_file(tmp_path / "tokenizer.json")
+    assert summary["tokenizer_md5"] == md5_file(data / "tokenizer.json")
     assert (summary["train_tokens"], summary["val_tokens"]) == (
         tokens["train"].numel(),
         tokens["val"].numel(),
     )
-    text = (tmp_path / "corpus.txt").read_text()
+    text = (data / "corpus.txt").read_text()
     cut = meta["split"]["train"]["end"]
     assert tok.decode(tokens["train"].tolist(), skip_special_tokens=False) == text[:cut]
     assert tok.decode(tokens["val"].tolist(), skip_special_tokens=False) == text[cut:]
