@@ -2,7 +2,7 @@
 
 A writer hands its record to write(), which refuses a record its schema refuses (one line naming the
 file and the key) before a byte reaches the disk; read() validates the same way. The gates read
-through gates/artifacts.py, which adds dvc.lock checks on top of read(). Non-finite numbers are
+through gates/reading/artifacts.py, which adds dvc.lock checks on top of read(). Non-finite numbers are
 allowed on write on purpose: a diverged run must record its NaN so the `finite` gate can fail it.
 """
 

@@ -1,7 +1,7 @@
 """Which machine made a record: the environment facts that belong to the machine, and their hash.
 
 Torch-free and shared: xtrain/core/env.py writes the facts (runs/env.json and each run's metrics.json
-`env.dispatch_facts`), gates/provenance.py compares them. A run's threads per rank and precision are
+`env.dispatch_facts`), gates/judges/provenance.py compares them. A run's threads per rank and precision are
 its own (a launcher or a pilot cell sets them), not the machine's.
 """
 

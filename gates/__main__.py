@@ -27,10 +27,11 @@ from typing import Any
 
 from contracts import errors, outputs
 from contracts.validate import ValidationError
-from gates import catalogue, ci_report, report
-from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
-from gates.dvclock import DvcLock, LockError
-from gates.outcome import Outcome
+from gates.judges import catalogue
+from gates.judges.outcome import Outcome
+from gates.reading.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
+from gates.reading.dvclock import DvcLock, LockError
+from gates.reporting import ci_report, report
 from params.cli import add_params_args
 from params.project import load_judging, thresholds_source
 
@@ -153,7 +154,7 @@ def write_formats(
 
 
 def diff(args: argparse.Namespace) -> int:
-    from gates import diff as gates_diff
+    from gates.reporting import diff as gates_diff
 
     return gates_diff.run(args.a, args.b)
 
@@ -179,7 +180,7 @@ def explain(args: argparse.Namespace) -> int:
 
 
 def bisect_cmd(args: argparse.Namespace) -> int:
-    from gates import bisect
+    from gates.campaigns import bisect
 
     root = Path(args.root).resolve()
     try:
@@ -200,7 +201,7 @@ def bisect_cmd(args: argparse.Namespace) -> int:
 def mutate_cmd(args: argparse.Namespace) -> int:
     import os
 
-    from gates import mutants, mutate
+    from gates.campaigns import mutants, mutate
 
     root = Path(args.root).resolve()
     if args.json:  # before the campaign (hours): never a report over a file this command did not write
@@ -233,7 +234,7 @@ def init_cmd(args: argparse.Namespace) -> int:
 
 
 def add_mutate_parser(sub: Any) -> None:
-    from gates.mutate import REPORT, WORK
+    from gates.campaigns.mutate import REPORT, WORK
 
     m = sub.add_parser(
         "mutate", help="mutation campaign: apply each catalogued bug, rerun, judge (docs/mutation.md)"
@@ -252,7 +253,7 @@ def add_mutate_parser(sub: Any) -> None:
     )
     work_help = "scratch folder (default: <git dir>/xtrain-mutate/<profile>)"
     outputs.output_flag(m.add_argument("--work", default=None, help=work_help), WORK)
-    m.add_argument("--catalogue", default=None, help="the catalogue (default: gates/mutants.yaml)")
+    m.add_argument("--catalogue", default=None, help="the catalogue (default: gates/campaigns/mutants.yaml)")
     m.add_argument("--keep", action="store_true", help="keep each mutant's scratch tree")
 
 
@@ -281,7 +282,7 @@ def add_check_parser(sub: Any) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from gates.bisect import CACHE
+    from gates.campaigns.bisect import CACHE
 
     ap = argparse.ArgumentParser(
         prog="python -m gates", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

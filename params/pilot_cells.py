@@ -2,7 +2,7 @@
 
 The seed design found its worst bug (T21: dropout silently off under DDP) only in a full-stack pilot
 run. The pilot stage (pipeline/pilot.py) trains every cell of the active profile for a few steps
-through every launcher; gates/pilot.py judges them. Every cell starts from the pilot base: the
+through every launcher; gates/judges/pilot.py judges them. Every cell starts from the pilot base: the
 profile's config with every feature off, `pilot.steps` steps, one eval at step 0 and one at the end.
 
 Judges (what a cell's run is compared with, per launcher, besides its own single-device run):

@@ -25,7 +25,7 @@ from typing import Any
 
 from contracts import outputs
 from contracts.errors import report
-from gates.mutate import tree_env
+from gates.campaigns.mutate import tree_env
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ fails is recorded, never raised (xtrain/core/pilot.py): the other cells still tr
 the torchrun job costs one restart for the cells after it. Everything is written to
 runs/.pilot.partial, which replaces runs/pilot when every run has been tried:
 runs/pilot/<cell>/<launcher>/metrics.json per run that finished, runs/pilot/pilot.json the index
-(cells, launchers, each run's outcome, seconds; contracts/schemas/pilot.schema.json). gates/pilot.py
+(cells, launchers, each run's outcome, seconds; contracts/schemas/pilot.schema.json). gates/judges/pilot.py
 judges them. Exit 0 once every run is recorded, failed runs included; non-zero only for bad input
 (params, tokens, tokenizer, worlds) or a torchrun job that fails before its first run.
 """

@@ -1,4 +1,4 @@
-"""Stage `probes`: identities of the model's feature paths (xtrain/core/probes.py), judged by gates/probes.py.
+"""Stage `probes`: identities of the model's feature paths (xtrain/core/probes.py), judged by gates/judges/probes.py.
 
 python -m pipeline.probes [--set k=v] [--out runs/probes.json]
 

@@ -7,7 +7,7 @@ DVC keys a stage's run by its command, deps and params; a stage seen before, her
 pushed to the same remote, is restored instead of run. runs/env.json keeps that to one environment;
 train_single's outputs are never cached, so fresh_train always judges a run trained on this machine
 (docs/run-cache.md). reports/repro.json says per stage whether it ran here, was restored from the run
-cache or was already up to date; the gates report it and cross-check it (gates/provenance.py).
+cache or was already up to date; the gates report it and cross-check it (gates/judges/provenance.py).
 Without a default remote (`dvc remote default`), nothing is pulled or pushed.
 """
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from contracts.validate import load_schema, validate
 from gate_tree import write_pipeline
-from gates import pilot
-from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock
-from gates.outcome import Outcome
+from gates.judges import pilot
+from gates.judges.outcome import Outcome
+from gates.reading.artifacts import Artifacts
+from gates.reading.dvclock import DvcLock
 from params.config import load_params, load_thresholds
 
 

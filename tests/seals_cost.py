@@ -29,9 +29,9 @@ TIME = """
 import sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from gates import seals
-from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock
+from gates.judges import seals
+from gates.reading.artifacts import Artifacts
+from gates.reading.dvclock import DvcLock
 root = Path(sys.argv[1])
 t1 = time.perf_counter()
 a = Artifacts(root, DvcLock.read(root))

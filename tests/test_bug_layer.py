@@ -1,7 +1,7 @@
 """The tests' bugs come from outside the stack under test (issue #35 item 2).
 
 Every logic bug that xtrain/core/faults.py used to switch on inside the trainer is now a mutant of
-the catalogue (gates/mutants.yaml) and, in its fast form, a patch of the test layer
+the catalogue (gates/campaigns/mutants.yaml) and, in its fast form, a patch of the test layer
 (tests/bug_layer/xtrain_bugs.py) that at least one negative control injects. xtrain keeps failpoints
 for process faults only (xtrain/core/failpoints.py) and knows nothing of the layer. Each checker has
 a negative control.
@@ -20,7 +20,7 @@ import pytest
 
 from bug_layer import xtrain_bugs as bugs
 from conftest import REPO
-from gates import mutants
+from gates.campaigns import mutants
 from xtrain.core import failpoints
 from xtrain.core.train import Trainer, train_step
 
@@ -44,7 +44,7 @@ def unmapped(names: tuple[str, ...], layer: dict[str, str], catalogue: set[str])
     """`name: why` for every bug name without a patch in the layer or a mutant in the catalogue."""
     problems = [f"{n}: no patch in tests/bug_layer/xtrain_bugs.py" for n in names if n not in layer]
     return problems + [
-        f"{n}: mutant {layer[n]!r} is not in gates/mutants.yaml"
+        f"{n}: mutant {layer[n]!r} is not in gates/campaigns/mutants.yaml"
         for n in names
         if n in layer and layer[n] not in catalogue
     ]
@@ -112,7 +112,7 @@ def test_the_mapping_check_catches_a_bug_without_a_mutant_or_a_test() -> None:
     problems = unmapped(("grad_sum", "same_shard"), {"grad_sum": "no-such-mutant"}, catalogue)
     assert problems == [
         "same_shard: no patch in tests/bug_layer/xtrain_bugs.py",
-        "grad_sum: mutant 'no-such-mutant' is not in gates/mutants.yaml",
+        "grad_sum: mutant 'no-such-mutant' is not in gates/campaigns/mutants.yaml",
     ]
     fake = {
         "tests/test_x.py": 'BUGS = [("grad_sum@*:0", "first step")]\n\n'

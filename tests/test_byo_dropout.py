@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, code_first
-from gates import ddp, expect, fresh_train
-from gates.outcome import Outcome
-from gates.training import with_train_mode
+from gates.judges import ddp, fresh_train
+from gates.judges.outcome import Outcome
+from gates.judges.training import with_train_mode
+from gates.reading import expect
 from registry.store import Registry
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, code_first
-from gates import ddp
-from gates.training import with_train_mode
+from gates.judges import ddp
+from gates.judges.training import with_train_mode
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

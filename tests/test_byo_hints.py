@@ -10,8 +10,8 @@ import copy
 
 import pytest
 
-from gates import ddp
-from gates.training import with_train_mode
+from gates.judges import ddp
+from gates.judges.training import with_train_mode
 
 LOSS_MATCH = {"max_rel": 1e-3, "cpu": {"first_step_rtol": 1e-5, "prefix_steps": 64, "final_val_atol": 0.01}}
 STEPS = 6

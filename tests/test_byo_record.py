@@ -342,7 +342,7 @@ def test_a_forward_without_its_samples_is_one_line() -> None:
 
 
 def test_a_record_contradicting_what_it_says_it_saw_is_refused(tmp_path: Path) -> None:
-    from gates import expect
+    from gates.reading import expect
 
     model = tiny()
     rec = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=tmp_path / "r")

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TinyData, code_first
-from gates import ddp, expect
-from gates.outcome import Outcome
+from gates.judges import ddp
+from gates.judges.outcome import Outcome
+from gates.reading import expect
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -35,7 +36,7 @@ def started(cmd: list[str], cwd: Path) -> None:
 def recorded(run_dir: Path) -> dict:
     m = json.loads((run_dir / "metrics.json").read_text())
     # the record agrees with its own config: config_hash its identity, length, evals, world (the gates'
-    # own check, gates/expect.py: a project of its own is judged from its records alone)
+    # own check, gates/reading/expect.py: a project of its own is judged from its records alone)
     assert expect.run_problems(None, m["launcher"], m) == []
     return m
 

@@ -1,4 +1,4 @@
-"""The DDP-equivalence gate (gates/ddp.py) on real runs: correct DDP passes, real DDP bugs fail.
+"""The DDP-equivalence gate (gates/judges/ddp.py) on real runs: correct DDP passes, real DDP bugs fail.
 
 Every run here is the real training code on the tiny config with dropout on (masks per global
 sample, so DDP equals single device up to summation order even with dropout). The negative
@@ -20,8 +20,8 @@ import torch
 
 from bug_layer import xtrain_bugs as bugs
 from conftest import PARAMS, TinyData, tiny_run_config, tiny_spec
-from gates import ddp
-from gates.outcome import Outcome
+from gates.judges import ddp
+from gates.judges.outcome import Outcome
 from params.config import load_thresholds
 from proc_runs import ProcRuns
 from xtrain.core import failpoints

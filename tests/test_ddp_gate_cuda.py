@@ -17,8 +17,8 @@ import torch
 
 from bug_layer import xtrain_bugs as bugs
 from conftest import PARAMS
-from gates import ddp
-from gates.outcome import Outcome
+from gates.judges import ddp
+from gates.judges.outcome import Outcome
 from params.config import load_thresholds
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

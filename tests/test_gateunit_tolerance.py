@@ -1,4 +1,4 @@
-"""The tolerance classes of gates/tolerance.py, by property (Hypothesis), and their mapping from params.yaml.
+"""The tolerance classes of gates/judges/tolerance.py, by property (Hypothesis), and their mapping from params.yaml.
 
 Approx accepts every value within atol + rtol*|ref| and rejects every value just beyond; Exact accepts
 only identical values; a NaN or Inf on either side is out for both, whatever the bounds; a series
@@ -17,8 +17,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import PARAMS
-from gates import ddp, fresh_train
-from gates.tolerance import Approx, Exact
+from gates.judges import ddp, fresh_train
+from gates.judges.tolerance import Approx, Exact
 
 refs = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 bounds = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from gate_tree import bless_golden_as, copy_tree, edit, seal, unbless, write_pipeline
-from gates import catalogue
 from gates.__main__ import main as gates_main
+from gates.judges import catalogue
 from registry.__main__ import main as registry_main
 
 pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
@@ -366,7 +366,7 @@ def test_a_stage_not_in_the_pipeline_is_one_row_with_nothing_to_draw(work: Path)
     scaling_never_ran(work)
     g, html = judged(work, "scaling")
     assert g["status"] == "skip" and g["not_in_pipeline"] == ["scaling"], g
-    # folded into one row of the verdict table (gates/rows.py), no card claiming a picture is missing
+    # folded into one row of the verdict table (gates/reporting/rows.py), no card claiming a picture is missing
     assert "not in this pipeline: 1 gate (stages scaling: " in html and "No picture" not in html
     assert "id='gate-scaling'" not in html
 

@@ -77,7 +77,7 @@ def test_identity_ignores_bookkeeping_and_sees_every_other_key(seed, model, trai
 
 
 def old_eval_steps(every: int, steps: int) -> list[int]:
-    """gates/expect.py's rule before it moved here (the trainer's was xtrain/core/train.py eval_due)."""
+    """gates/reading/expect.py's rule before it moved here (the trainer's was xtrain/core/train.py eval_due)."""
     return [0, *(s for s in range(1, steps + 1) if s % every == 0 or s == steps)] if every else []
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from conftest import PARAMS, REPO
 from contracts.validate import ValidationError
-from gates.dvclock import DvcLock
+from gates.reading.dvclock import DvcLock
 from params.cadence import eval_steps
 from params.config import load_params
 from params.identity import config_identity

@@ -5,7 +5,7 @@
 - every gate of the catalogue is defined, with its picture, in its own module; catalogue.py only
   collects them (it constructs no Gate);
 - the tolerance keys of params.yaml (first_step_rtol, prefix_steps, final_val_atol, loss_rtol,
-  max_steps_out, eval_rtol) are read only where gates/tolerance.py objects are built from them
+  max_steps_out, eval_rtol) are read only where gates/judges/tolerance.py objects are built from them
   (ddp.tier_for, fresh_train.ApproxTier.of): no picture or message re-derives a tier rule;
 - the `gates:` sections a gate says it takes are the sections thresholds.schema.json defines, and
   every section is taken by some gate;
@@ -25,8 +25,8 @@ import sys
 import pytest
 
 from conftest import REPO
-from gates import catalogue, pictures, training
-from gates.gate import Gate
+from gates.judges import catalogue, pictures, training
+from gates.judges.gate import Gate
 from test_house import parse, rel, sources
 
 PROJECT = ("contracts", "xtrain", "gates", "registry", "pipeline", "runrecord", "params")
@@ -38,7 +38,7 @@ TOLERANCE_KEYS = {
     "max_steps_out",
     "eval_rtol",
 }
-BUILDERS = {("gates/ddp.py", "tier_for"), ("gates/fresh_train.py", "of")}
+BUILDERS = {("gates/judges/ddp.py", "tier_for"), ("gates/judges/fresh_train.py", "of")}
 
 
 def _private(name: str) -> bool:
@@ -53,7 +53,7 @@ def private_imports(tree: ast.AST) -> list[str]:
             for a in node.names:
                 if _private(a.name):
                     found.append(f"{node.lineno}: from {node.module} import {a.name}")
-                elif node.module in PROJECT:  # `from gates import export_md5`: a module
+                else:  # `from gates.judges import export_md5`: maybe a module (rooms hold modules)
                     modules.add(a.asname or a.name)
         elif isinstance(node, ast.Import):
             modules.update(a.asname or a.name for a in node.names if a.name.split(".")[0] in PROJECT)
@@ -98,7 +98,7 @@ def unit_problems(gates: list[Gate]) -> list[str]:
     out = []
     for g in gates:
         home, drawn = g.run.__module__, getattr(g.picture, "__module__", None)
-        if home in ("gates.catalogue", "gates.pictures", "gates.gate") or drawn != home:
+        if home in ("gates.judges.catalogue", "gates.judges.pictures", "gates.judges.gate") or drawn != home:
             out.append(f"{g.id}: judged in {home}, drawn in {drawn}")
     return out
 
@@ -124,8 +124,10 @@ def test_no_gates_module_imports_a_private_name() -> None:
 
 def test_every_gate_is_one_unit_with_its_picture() -> None:
     assert len(catalogue.GATES) >= 15 and not unit_problems(catalogue.GATES)
-    assert not gates_constructed(parse(REPO / "gates/catalogue.py")), "catalogue.py writes a gate itself"
-    assert {g.run.__module__ for g in catalogue.GATES} >= {"gates.ddp", "gates.training", "gates.pilot"}
+    assert not gates_constructed(parse(REPO / "gates/judges/catalogue.py")), (
+        "catalogue.py writes a gate itself"
+    )
+    assert {g.run.__module__ for g in catalogue.GATES} >= {"gates.judges.ddp", "gates.judges.training", "gates.judges.pilot"}
 
 
 def test_tolerance_keys_are_read_only_where_tolerances_are_built() -> None:
@@ -143,7 +145,7 @@ def test_the_check_imports_no_matplotlib() -> None:
     code = "import sys, {}; print('matplotlib' in sys.modules)"
     run = [sys.executable, "-c"]
     check = subprocess.run([*run, code.format("gates.__main__")], cwd=REPO, capture_output=True, text=True)
-    page = subprocess.run([*run, code.format("gates.pictures")], cwd=REPO, capture_output=True, text=True)
+    page = subprocess.run([*run, code.format("gates.judges.pictures")], cwd=REPO, capture_output=True, text=True)
     assert check.stdout.strip() == "False", check.stderr
     assert page.stdout.strip() == "True", page.stderr  # negative control: drawing does import it
 
@@ -151,9 +153,9 @@ def test_the_check_imports_no_matplotlib() -> None:
 # ---- negative controls: each checker catches a synthetic violation --------------------------------
 
 PRIVATE_CASES = {
-    "from module": "from gates.export_md5 import MANIFEST, _manifest\n",
-    "module attribute": "from gates import export_md5\n\ndef f(a):\n    return export_md5._registry(a)\n",
-    "aliased module": "import gates.export_md5 as em\nem._registry(None)\n",
+    "from module": "from gates.judges.export_md5 import MANIFEST, _manifest\n",
+    "module attribute": "from gates.judges import export_md5\n\ndef f(a):\n    return export_md5._registry(a)\n",
+    "aliased module": "import gates.judges.export_md5 as em\nem._registry(None)\n",
 }
 
 
@@ -164,7 +166,7 @@ def test_the_private_import_check_catches(case: str) -> None:
 
 def test_the_private_import_check_lets_public_names_pass() -> None:
     src = (
-        "from __future__ import annotations\nfrom gates import export_md5\nfrom gates.ddp import tier_for\n"
+        "from __future__ import annotations\nfrom gates.judges import export_md5\nfrom gates.judges.ddp import tier_for\n"
         "import numpy as np\nclass C:\n    def f(self):\n        return self._x, np._NoValue, export_md5.__name__\n"
     )
     assert private_imports(ast.parse(src)) == []
@@ -172,15 +174,19 @@ def test_the_private_import_check_lets_public_names_pass() -> None:
 
 def test_the_unit_check_catches_a_picture_drawn_elsewhere() -> None:
     moved = dataclasses.replace(training.FINITE, picture=pictures.md5_table)
-    assert unit_problems([moved]) == ["finite: judged in gates.training, drawn in gates.pictures"]
+    assert unit_problems([moved]) == ["finite: judged in gates.judges.training, drawn in gates.judges.pictures"]
     assert gates_constructed(ast.parse("GATES = [Gate(id='x', checks='y')]\n")) == ["1: Gate(...)"]
 
 
 def test_the_tolerance_key_check_catches_a_rederived_rule() -> None:
     src = "def picture(a, t):\n    tol = t['fresh_train']['approx']['cpu']\n    return tol.get('prefix_steps')\n"
-    assert tolerance_key_reads(ast.parse(src), "gates/fresh_train.py") == ["3: 'prefix_steps' in picture"]
+    assert tolerance_key_reads(ast.parse(src), "gates/judges/fresh_train.py") == [
+        "3: 'prefix_steps' in picture"
+    ]
     assert (
-        tolerance_key_reads(ast.parse("def of(t):\n    return t['loss_rtol']\n"), "gates/fresh_train.py")
+        tolerance_key_reads(
+            ast.parse("def of(t):\n    return t['loss_rtol']\n"), "gates/judges/fresh_train.py"
+        )
         == []
     )
 

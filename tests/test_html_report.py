@@ -19,9 +19,9 @@ import yaml
 from PIL import Image, ImageStat
 
 from gate_tree import edit, seal
-from gates import html_report, report
 from gates.__main__ import main as gates_main
-from gates.outcome import Outcome
+from gates.judges.outcome import Outcome
+from gates.reporting import html_report, report
 from params.config import load_params
 from params.pilot_cells import CELLS, cells_for
 

@@ -76,7 +76,7 @@ def test_a_deleted_blessed_version_is_named(tmp_path: Path) -> None:
 
 
 def test_a_deleted_local_golden_never_falls_back_to_another_environment(tmp_path: Path) -> None:
-    from gates import goldens
+    from gates.reading import goldens
 
     root = copy_registry(tmp_path)
     reg = Registry(root)

@@ -1,4 +1,4 @@
-"""launcher_parity judged like loss_match (gates/ddp.py launcher_parity), at world 4 on real launchers.
+"""launcher_parity judged like loss_match (gates/judges/ddp.py launcher_parity), at world 4 on real launchers.
 
 At world 4 on H200s the two launchers' reductions summed in other orders and the old whole-run
 bound failed at step 14 (rel 0.068) though both matched single device. The gate now checks what
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import PARAMS, TinyData, tiny_spec
-from gates import ddp
-from gates.outcome import Outcome
+from gates.judges import ddp
+from gates.judges.outcome import Outcome
 from params.config import load_thresholds
 from proc_runs import ProcRuns
 from test_ddp_gate import DROPOUT, metrics, torchrun

@@ -18,8 +18,8 @@ import pytest
 
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
 from contracts.numbers import max_rel
-from gates import ddp
-from gates.training import train_mode_problem, with_train_mode
+from gates.judges import ddp
+from gates.judges.training import train_mode_problem, with_train_mode
 from proc_runs import ProcRuns
 from xtrain.core.launch import run_single, run_threads, torchrun_cmd
 

@@ -22,9 +22,9 @@ from conftest import PARAMS
 from contracts import artifact_table as contract
 from contracts.perf_record import band_check, faster_half, judged_spread
 from gate_tree import write_pipeline
-from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock
-from gates.scaling import scaling
+from gates.judges.scaling import scaling
+from gates.reading.artifacts import Artifacts
+from gates.reading.dvclock import DvcLock
 from params.config import ScalingConfig, load_params
 from xtrain.bench.remeasure import Remeasure, remeasure, wants_another_round
 from xtrain.bench.scaling import Measured, measure_worlds

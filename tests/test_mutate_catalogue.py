@@ -1,4 +1,4 @@
-"""The mutation catalogue (gates/mutants.yaml) stays in step with the code; the verdict logic is honest.
+"""The mutation catalogue (gates/campaigns/mutants.yaml) stays in step with the code; the verdict logic is honest.
 
 No training here: every mutant is applied to a copy of the files it edits and must parse; a stale
 anchor fails loudly; classify/score are checked on hand-made outcomes (tests/test_mutate_ci.py runs
@@ -17,7 +17,7 @@ import yaml
 
 from conftest import REPO
 from contracts.validate import ValidationError, load_schema, validate
-from gates import mutants, mutate
+from gates.campaigns import mutants, mutate
 
 AREAS_REQUIRED = {"model", "optimizer", "schedule", "loss", "data", "sync", "accumulation", "dropout", "eval",
                   "checkpoint", "export", "tokenizer"}  # fmt: skip
@@ -163,7 +163,7 @@ def test_the_report_carries_the_gates_alone_score_and_the_table_prints_it() -> N
         outcome(cat["ddp-eval-mode-after-eval"], {"loss_match.proc": "error"}, False, crashed="train@proc"),
     ]
     report = {
-        "format": mutate.REPORT_FORMAT, "profile": "tiny", "catalogue": "gates/mutants.yaml",
+        "format": mutate.REPORT_FORMAT, "profile": "tiny", "catalogue": "gates/campaigns/mutants.yaml",
         "judged_gates": ["fresh_train"], "skipped_stages": [], "jobs": 1, "baseline_s": 1.0, "wall_s": 2.0,
         **mutate.score(rows), "mutants": [dataclasses.asdict(o) for o in rows],
     }  # fmt: skip

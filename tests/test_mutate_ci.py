@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, code_first, scratch_repo
-from gates import mutants
+from gates.campaigns import mutants
 
 pytestmark = pytest.mark.xdist_group("mutate")
 

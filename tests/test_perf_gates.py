@@ -23,7 +23,7 @@ from conftest import PARAMS, REPO, TinyData, tiny_cli
 from contracts.perf_record import shift_ci, stage_perf
 from gate_tree import seal, unbless, write_pipeline
 from gates.__main__ import main as gates_main
-from gates.perf import StagePerf, memory_check, throughput_check
+from gates.judges.perf import StagePerf, memory_check, throughput_check
 from params.identity import config_identity
 from registry.__main__ import main as registry_main
 

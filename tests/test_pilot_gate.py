@@ -1,9 +1,9 @@
-"""The pilot stage and its gates (pipeline/pilot.py, gates/pilot.py) on real runs of the tiny config.
+"""The pilot stage and its gates (pipeline/pilot.py, gates/judges/pilot.py) on real runs of the tiny config.
 
 Correct code passes every CPU cell through single, thread and torchrun. The negative controls are
 the seed design's own history and the bugs the mutation campaign missed, injected from outside xtrain
 (tests/bug_layer/xtrain_bugs.py through XTRAIN_TEST_PATCH, armed in every launcher's process; each is
-a mutant of gates/mutants.yaml in its fast form): each must fail its cell's gate.
+a mutant of gates/campaigns/mutants.yaml in its fast form): each must fail its cell's gate.
 - T21: under DDP the model trains in eval mode (`ddp_eval`) or without the dropout setting
   (`ddp_no_dropout`): dropout silently off.
 - KI-3: activation recompute replays a block with other numbers (`recompute_drift`).
@@ -35,7 +35,7 @@ import torch
 
 from bug_layer import xtrain_bugs as bugs
 from conftest import PARAMS, REPO, TINY_OVERRIDES, TinyData
-from gates import mutants
+from gates.campaigns import mutants
 from params.config import set_in_file
 from pilot_cases import index, verdict
 
@@ -141,7 +141,7 @@ def test_t21_eval_left_on_under_ddp_is_recorded_and_fails_train_mode_and_masks(
 
 
 def test_eval_in_train_mode_fails_the_eval_at_step_0_on_data(tiny_data: TinyData, tmp_path: Path) -> None:
-    """The catalogue's own edit (gates/mutants.yaml eval-in-train-mode) on a scratch copy of the code:
+    """The catalogue's own edit (gates/campaigns/mutants.yaml eval-in-train-mode) on a scratch copy of the code:
     before evaluate() set dropout's step state aside it crashed the stage; now the eval draws masks
     and the dropout cell's step-0 val loss differs from the base's."""
     code = tmp_path / "code"

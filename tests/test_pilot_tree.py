@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gate_tree import copy_tree, seal
-from gates.artifacts import ArtifactError
+from gates.reading.artifacts import ArtifactError
 from params.config import load_params, set_in_file
 from params.pilot_cells import cells_for
 from pilot_cases import index, verdict

@@ -1,7 +1,7 @@
-"""The model_probes gate (gates/probes.py) on the real probes (xtrain/core/probes.py, pipeline/probes.py).
+"""The model_probes gate (gates/judges/probes.py) on the real probes (xtrain/core/probes.py, pipeline/probes.py).
 
 Negative controls are the mutation campaign's own bugs, applied to a scratch copy of the code by
-gates/mutants.py: the two feature-path bugs that passed every other gate (issue #24).
+gates/campaigns/mutants.py: the two feature-path bugs that passed every other gate (issue #24).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PARAMS, REPO, code_first
-from gates import mutants, probes
+from gates.campaigns import mutants
+from gates.judges import probes
 
 CODE = ("contracts", "params", "pipeline", "xtrain", "gates")
 

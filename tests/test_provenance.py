@@ -1,4 +1,4 @@
-"""The provenance gate (gates/provenance.py) on the session's real artifact tree: it passes on runs made
+"""The provenance gate (gates/judges/provenance.py) on the session's real artifact tree: it passes on runs made
 here, and fails on a run made on another machine (re-sealed, as a run cache of another environment
 would restore it), on a dvc.yaml that lets a run cache restore train_single, and on a repro record
 that says train_single was restored; a tampered runs/env.json is an error."""
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gate_tree import check, copy_tree, edit, gate
-from gates.provenance import reuse_text, uncached_problems
+from gates.judges.provenance import reuse_text, uncached_problems
 
 pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 

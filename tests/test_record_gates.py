@@ -158,6 +158,6 @@ def test_the_html_page_of_a_project_of_its_own_draws_what_it_judged(own: Path) -
     )
     html = (own / "reports" / "gates.html").read_text()
     assert code == 0 and "<svg" in html  # loss_match.proc drawn
-    # the pilot cells are not in this pipeline: one row, no card each (gates/rows.py)
+    # the pilot cells are not in this pipeline: one row, no card each (gates/reporting/rows.py)
     assert "not in this pipeline: " in html and "stages pilot: not in dvc.yaml or dvc.lock" in html
     assert "id='gate-pilot-base'" not in html

@@ -1,4 +1,4 @@
-"""Shape and identity from the run record itself (issue #25 item 5): gates/expect.py.
+"""Shape and identity from the run record itself (issue #25 item 5): gates/reading/expect.py.
 
 A record is held to its own config (config_hash its identity, length and every per-step series its
 config.train.steps, evals the steps its config's eval_every implies, world its per-rank lists), and,
@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import PARAMS
-from gates import ddp, expect
+from gates.judges import ddp
+from gates.reading import expect
 from params.cadence import eval_steps
 from params.config import load_params
 from params.identity import config_identity
@@ -167,7 +168,7 @@ def test_a_hand_edited_hash_on_a_params_run_names_both() -> None:
 
 def test_a_thread_run_of_another_config_is_refused_naming_the_key() -> None:
     """Without params.yaml describing runs the records are the truth: two runs of different identity
-    are refused by the gate that compares them (gates/ddp.py shape_problem), naming the keys."""
+    are refused by the gate that compares them (gates/judges/ddp.py shape_problem), naming the keys."""
     base = {"seed": 0, "model": {"dim": 32}, "train": {"steps": 6, "eval_every": 3, "grad_accum": 1}}
     single = record(base, "single", 1)
     other = copy.deepcopy(base)

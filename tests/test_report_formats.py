@@ -16,9 +16,9 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from conftest import PARAMS
-from gates import ci_report, report
 from gates.__main__ import main as gates_main
-from gates.outcome import Outcome
+from gates.judges.outcome import Outcome
+from gates.reporting import ci_report, report
 
 MIXED = {
     "loss_match.thread": Outcome("pass", 1.8e-7, 1e-3, "max rel 1.8e-07 at step 131"),
@@ -88,7 +88,7 @@ def test_markdown_lists_failing_gates_first_and_escapes_cells(tmp_path: Path) ->
     assert md.startswith("## xtrain-gates: ❌ missing or invalid artifact (exit 2)")
     rows = [line for line in md.splitlines() if line.startswith("| `")]
     order = [r.split("`")[1] for r in rows]
-    # what needs attention first: fail, error, inconclusive, then pass, then skip (gates/rows.py)
+    # what needs attention first: fail, error, inconclusive, then pass, then skip (gates/reporting/rows.py)
     assert order == ["launcher_parity", "finite", "perf.throughput", "loss_match.thread", "scaling"]
     assert "step 100 \\| rel 0.0011" in rows[0]  # a pipe in a message does not break the table
     assert all(r.count(" | ") == 4 for r in rows)
@@ -113,7 +113,7 @@ def test_check_writes_junit_and_markdown(tmp_path: Path) -> None:
     suite = next(iter(JUnitXml.fromfile(str(root / "out/j.xml"))))
     assert (suite.tests, suite.skipped, suite.failures) == (n, n, 0)
     md = (root / "out/g.md").read_text()
-    # no stage in this pipeline: the gates that read stages are one line, not n rows (gates/rows.py)
+    # no stage in this pipeline: the gates that read stages are one line, not n rows (gates/reporting/rows.py)
     shown = md.count("⏭️ skip |") + md.count("✅ pass |")
     folded = int(md.split("not in this pipeline: ")[1].split(" gate")[0])
     assert shown + folded == n and folded >= n - 1 and "all gates pass" in md

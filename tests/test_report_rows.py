@@ -1,4 +1,4 @@
-"""The verdict's rows for people (issue #34 item 5, gates/rows.py): fail, error, inconclusive, pass,
+"""The verdict's rows for people (issue #34 item 5, gates/reporting/rows.py): fail, error, inconclusive, pass,
 skip; gates not in this pipeline in one line; a family's shared threshold stated once; checks that
 could not be applied named in the row and in the schema-validated JSON. The same rows in the
 terminal table, the Markdown and the HTML page.
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gates import catalogue, ci_report, html_report, report, rows
 from gates.__main__ import main as gates_main
-from gates.outcome import Outcome
+from gates.judges import catalogue
+from gates.judges.outcome import Outcome
+from gates.reporting import ci_report, html_report, report, rows
 
 PILOT = "per launcher: DDP gate vs single (samples and dropout masks exact; cpu: step 0 rel <= 1e-05, max rel <= 0.001)"
 ABSENT = ["train@thread"]

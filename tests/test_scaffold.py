@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, code_first
-from gates import catalogue, expect
+from gates.judges import catalogue
+from gates.reading import expect
 
 TEMPLATE = REPO / "gates" / "byo_template"
 

@@ -7,7 +7,7 @@ gate-tree tests (test_gates.py, test_tamper.py) cover the whole gate on real mea
 
 from __future__ import annotations
 
-from gates.scaling import launcher_gaps
+from gates.judges.scaling import launcher_gaps
 
 TIGHT_PROC = [100_000.0, 101_000.0, 99_000.0, 100_500.0]
 

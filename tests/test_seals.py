@@ -18,7 +18,7 @@ import yaml
 
 from conftest import REPO
 from gate_tree import DVC_YAML, check, copy_tree, edit, flip_byte, gate, lock_with_dvc, seal
-from gates.consistency import summary_of
+from gates.judges.consistency import summary_of
 
 pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
@@ -224,7 +224,7 @@ def test_yaml_1_2_floats_in_dvc_lock_equal_params_yaml() -> None:
     """DVC writes 1e-06 (YAML 1.2, a string to PyYAML); params.yaml says 1.0e-6: the same value, read
     by the gates as DVC reads both files (contracts/yamlfile.py)."""
     from contracts.yamlfile import load_pipeline_text
-    from gates.dvcstatus import leaf_diffs
+    from gates.reading.dvcstatus import leaf_diffs
 
     lock = load_pipeline_text("model:\n  norm_eps: 1e-06\n  n: [2.5E+3]\n  name: xtrain-tiny\n", "dvc.lock")
     assert lock == {"model": {"norm_eps": 1e-06, "n": [2500.0], "name": "xtrain-tiny"}}
@@ -270,7 +270,7 @@ def test_a_run_that_disagrees_with_itself_fails_even_resealed(work: Path, case: 
 
 
 def test_the_gates_summary_is_the_trainers(work: Path) -> None:
-    """gates.consistency.summary_of recomputes xtrain.core.train.summary (torch-free), field for field."""
+    """gates.judges.consistency.summary_of recomputes xtrain.core.train.summary (torch-free), field for field."""
     import json
 
     from xtrain.core.train import summary

@@ -2,7 +2,7 @@
 
 Before: deleting dvc.lock's entries for xtrain/core/optim.py and editing it, or deleting
 closed_loop's `params:` block and changing closed_loop.new_tokens, passed every gate (exit 0) while
-`dvc status` named the stage. Now gates/dvcstatus.py decides as DVC does; this property holds it to
+`dvc status` named the stage. Now gates/reading/dvcstatus.py decides as DVC does; this property holds it to
 DVC itself. A small real DVC project (a folder dep and out, a foreach, params by key, by dotted key
 and a whole params file, an `always_changed` stage, uncached outs) is built once with `dvc repro`;
 Hypothesis draws up to three edits of dvc.lock (thinnings: a dep, out, params block, params key or
@@ -29,9 +29,9 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gates import dvcstatus
 from gates.__main__ import main as gates_main
-from gates.dvclock import DvcLock
+from gates.reading import dvcstatus
+from gates.reading.dvclock import DvcLock
 from hypothesis_profiles import examples
 
 PARAMS = """seed: 1
@@ -358,7 +358,7 @@ def test_dvc_yaml_resolves_as_dvc_resolves_it(tmp_path: Path) -> None:
     interpolation, as DVC's own index gives them; `matrix` is refused by name, never guessed."""
     from dvc.repo import Repo
 
-    from gates.dvcyaml import DvcYamlError, pipeline_stages
+    from gates.reading.dvcyaml import DvcYamlError, pipeline_stages
 
     (tmp_path / "params.yaml").write_text(PARAMS)
     (tmp_path / "dvc.yaml").write_text(INTERPOLATED)

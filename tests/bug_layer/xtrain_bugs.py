@@ -1,7 +1,7 @@
 """Logic bugs for the tests' negative controls, patched into the training stack from outside it.
 
 xtrain knows nothing of these: it holds failpoints for process faults only (xtrain/core/failpoints.py).
-Each bug here is the fast, every-rank form of a mutant of the catalogue (gates/mutants.yaml, `mutant`):
+Each bug here is the fast, every-rank form of a mutant of the catalogue (gates/campaigns/mutants.yaml, `mutant`):
 the catalogue's text edit is the bug as a developer would write it, applied to a scratch copy by
 `python -m gates mutate`; this layer makes the same mistake by wrapping the named functions, so a
 negative control need not copy the tree, and reaches every rank: thread ranks through `inject` (this
@@ -253,7 +253,7 @@ def _fused_lr_frozen(armed: Armed, put: Setter, m: dict[str, ModuleType]) -> Non
 
 @dataclass(frozen=True)
 class Bug:
-    mutant: str  # the catalogue mutant of the same class (gates/mutants.yaml)
+    mutant: str  # the catalogue mutant of the same class (gates/campaigns/mutants.yaml)
     what: str
     install: Callable[[Armed, Setter, dict[str, ModuleType]], None]
 

@@ -2,7 +2,7 @@
 
 Like FoundationDB's BUGGIFY or TiKV's `fail_point!`, only faults of the process and its environment
 live here (a rank that crashes, hangs or diverges, a slower launcher, a slower step, more memory);
-bugs in the logic never do: they are mutants of the catalogue (gates/mutants.yaml), applied from
+bugs in the logic never do: they are mutants of the catalogue (gates/campaigns/mutants.yaml), applied from
 outside the code under test (docs/failpoints.md). The environment is read once per process, at
 import; the trainer asks once per run (`step_failpoint`), so an unarmed step pays a single `is None`.
 

@@ -3,7 +3,7 @@
 Why: the pipeline's runs train with dropout 0, so the dropout paths never run there, and the pilot
 judges launchers against each other, so a bug all launchers share passes it. Issue #24's campaign
 found two such bugs: the attention-dropout path tiling kv heads instead of interleaving them, and
-dropout without its 1/(1-p) rescale. Each probe records raw numbers; gates/probes.py judges them.
+dropout without its 1/(1-p) rescale. Each probe records raw numbers; gates/judges/probes.py judges them.
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def evaluate(model: Transformer, data: TokenData, spec: RunSpec, comm: Communica
     Dropout's step state is set aside for the eval forward (Dropout.set_aside): the eval batch is
     not the last training micro-batch, and eval numerics must not depend on the training step, so
     at step 0 every cell whose features act only in training evaluates bitwise like the pilot base
-    (gates/pilot.py judges it)."""
+    (gates/judges/pilot.py judges it)."""
     t = spec.run.train
     was_training = model.training
     model.eval()
