@@ -26,7 +26,8 @@ from registry.checks import (
     inside,
     validate_everything,
 )
-from registry.store import Registry, RegistryError, seal, write_once
+from registry.sealed import seal
+from registry.store import Registry, RegistryError, write_once
 
 
 def error(call, *args) -> str:
