@@ -38,7 +38,7 @@ def test_stages_of_the_selected_gates() -> None:
     from gates.bisect import stages_for
 
     assert stages_of(GATES) is None
-    assert stages_of([SEALS]) == []
+    assert stages_of([SEALS]) is None  # `--only seals` alone seals every stage, not none
     assert stages_of(select(["finite"])) == sorted(stages_for("finite"))
     both = select(["export_md5", "closed_loop"])
     assert stages_of(both) == sorted(set(stages_for("export_md5")) | set(stages_for("closed_loop")))
@@ -61,6 +61,26 @@ def test_not_in_pipeline_names_the_stages_a_project_lacks() -> None:
     assert not_in_pipeline(gate, lambda s: False) == stages_for("closed_loop")
     assert not_in_pipeline(gate, lambda s: s == stages_for("closed_loop")[0]) == []
     assert not_in_pipeline(gate, lambda s: True) == []
+
+
+def test_a_gate_lacking_one_stage_it_compares_is_not_in_the_pipeline() -> None:
+    def thread_less(stage: str) -> bool:  # a project with train_single and train@proc only
+        return stage != "train@thread"
+
+    assert not_in_pipeline(get("loss_match.thread"), thread_less) == ["train@thread"]
+    assert not_in_pipeline(get("launcher_parity"), thread_less) == ["train@thread"]
+    assert not_in_pipeline(get("launcher_parity"), lambda s: False) == ["train@thread", "train@proc"]
+    assert not_in_pipeline(get("loss_match.proc"), thread_less) == []
+    assert not_in_pipeline(get("fresh_train"), lambda s: s == "export") == ["train_single"]
+
+
+def test_stages_read_names_what_the_bisect_map_lacks() -> None:
+    from gates.bisect import stages_for
+
+    assert catalogue.stages_read("export_gguf") == ["export"]
+    assert catalogue.stages_read("closed_loop") == stages_for("closed_loop")
+    assert catalogue.stages_read("nope") == [] and catalogue.stages_read("seals") == []
+    assert not_in_pipeline(get("export_gguf"), lambda s: s != "export") == ["export"]
 
 
 def test_find_and_get() -> None:
