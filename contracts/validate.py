@@ -68,7 +68,7 @@ def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
     if err.validator == "additionalProperties":
         known = set((err.schema.get("properties") or {}).keys())
         extras = sorted((k for k in err.instance if k not in known), key=str)  # YAML keys need not be strings
-        key = f"{path}.{extras[0]}" if path else extras[0]
+        key = f"{path}.{extras[0]}" if path else str(extras[0])
         return key, "unknown key"
     if err.validator == "required":
         missing = [k for k in err.validator_value if k not in err.instance]

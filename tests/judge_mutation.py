@@ -2,7 +2,7 @@
 
     python3 tests/judge_mutation.py --all               # the whole campaign; report in docs/data/
     python3 tests/judge_mutation.py --changed           # CI: the functions changed since the baseline
-    python3 tests/judge_mutation.py --files gates/tolerance.py [--mutants 'gates.tolerance.x_*']
+    python3 tests/judge_mutation.py --files gates/judges/tolerance.py [--mutants 'gates.tolerance.x_*']
 
 mutmut (pyproject.toml [tool.mutmut]) runs in a scratch copy of the checkout, so the checkout is never
 touched and the copy's pyproject can narrow what is mutated. --changed mutates only the functions

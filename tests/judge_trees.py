@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from contracts.fileio import md5_file
-from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock, dir_listing, dir_md5
+from gates.reading.artifacts import Artifacts
+from gates.reading.dvclock import DvcLock, dir_listing, dir_md5
 from registry import index
-from registry.store import Registry, seal, write_once
+from registry.sealed import seal
+from registry.store import Registry, write_once
 
 PROVENANCE = {
     "env": {"platform": "linux-x86_64", "python": "3.11.7", "torch": "2.13.0+cpu"},

@@ -127,7 +127,11 @@ def test_every_gate_is_one_unit_with_its_picture() -> None:
     assert not gates_constructed(parse(REPO / "gates/judges/catalogue.py")), (
         "catalogue.py writes a gate itself"
     )
-    assert {g.run.__module__ for g in catalogue.GATES} >= {"gates.judges.ddp", "gates.judges.training", "gates.judges.pilot"}
+    assert {g.run.__module__ for g in catalogue.GATES} >= {
+        "gates.judges.ddp",
+        "gates.judges.training",
+        "gates.judges.pilot",
+    }
 
 
 def test_tolerance_keys_are_read_only_where_tolerances_are_built() -> None:
@@ -145,7 +149,9 @@ def test_the_check_imports_no_matplotlib() -> None:
     code = "import sys, {}; print('matplotlib' in sys.modules)"
     run = [sys.executable, "-c"]
     check = subprocess.run([*run, code.format("gates.__main__")], cwd=REPO, capture_output=True, text=True)
-    page = subprocess.run([*run, code.format("gates.judges.pictures")], cwd=REPO, capture_output=True, text=True)
+    page = subprocess.run(
+        [*run, code.format("gates.judges.pictures")], cwd=REPO, capture_output=True, text=True
+    )
     assert check.stdout.strip() == "False", check.stderr
     assert page.stdout.strip() == "True", page.stderr  # negative control: drawing does import it
 
@@ -174,7 +180,9 @@ def test_the_private_import_check_lets_public_names_pass() -> None:
 
 def test_the_unit_check_catches_a_picture_drawn_elsewhere() -> None:
     moved = dataclasses.replace(training.FINITE, picture=pictures.md5_table)
-    assert unit_problems([moved]) == ["finite: judged in gates.judges.training, drawn in gates.judges.pictures"]
+    assert unit_problems([moved]) == [
+        "finite: judged in gates.judges.training, drawn in gates.judges.pictures"
+    ]
     assert gates_constructed(ast.parse("GATES = [Gate(id='x', checks='y')]\n")) == ["1: Gate(...)"]
 
 

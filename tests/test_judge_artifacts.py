@@ -1,4 +1,4 @@
-"""gates/artifacts.py under mutation (docs/judge-mutation.md): how every gate reads an artifact.
+"""gates/reading/artifacts.py under mutation (docs/judge-mutation.md): how every gate reads an artifact.
 
 A stage that never ran is a skip; a stage that ran, was removed from dvc.lock or is defined but
 unrecorded makes a missing or unrecorded artifact an error naming the file; everything read is
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from contracts.fileio import md5_file
-from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun, misplaced_run, nonfinite
-from gates.dvclock import DvcLock
+from gates.reading.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun, misplaced_run, nonfinite
+from gates.reading.dvclock import DvcLock
 from judge_trees import Tree, write_export
 
 

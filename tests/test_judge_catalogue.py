@@ -1,4 +1,4 @@
-"""gates/catalogue.py and gates/outcome.py under mutation (docs/judge-mutation.md).
+"""gates/judges/catalogue.py and gates/judges/outcome.py under mutation (docs/judge-mutation.md).
 
 Which gates a selection runs (the seals gate always), which stages they read, which gates a project
 without those stages skips, lookups by id, and the Outcome every gate returns (statuses, JSON-safe
@@ -11,9 +11,9 @@ import math
 
 import pytest
 
-from gates import catalogue
-from gates.catalogue import GATES, SEALS, find, get, not_in_pipeline, select, stages_of
-from gates.outcome import STATUSES, Outcome, failed, fmt, inconclusive, passed
+from gates.judges import catalogue
+from gates.judges.catalogue import GATES, SEALS, find, get, not_in_pipeline, select, stages_of
+from gates.judges.outcome import STATUSES, Outcome, failed, fmt, inconclusive, passed
 
 IDS = [g.id for g in GATES]
 
@@ -35,17 +35,17 @@ def test_select_refuses_unknown_gates_naming_the_known() -> None:
 
 
 def test_stages_of_the_selected_gates() -> None:
-    from gates.bisect import stages_for
+    from gates.campaigns.bisect import stages_for
 
     assert stages_of(GATES) is None
-    assert stages_of([SEALS]) == []
+    assert stages_of([SEALS]) is None  # `--only seals` alone seals every stage, not none
     assert stages_of(select(["finite"])) == sorted(stages_for("finite"))
     both = select(["export_md5", "closed_loop"])
     assert stages_of(both) == sorted(set(stages_for("export_md5")) | set(stages_for("closed_loop")))
 
 
 def test_a_gate_without_a_stage_map_means_every_stage(monkeypatch) -> None:
-    from gates import bisect
+    from gates.campaigns import bisect
 
     monkeypatch.setattr(bisect, "stages_for", lambda gid: [])
     assert stages_of(select(["finite"])) is None
@@ -55,12 +55,32 @@ def test_a_gate_without_a_stage_map_means_every_stage(monkeypatch) -> None:
 
 
 def test_not_in_pipeline_names_the_stages_a_project_lacks() -> None:
-    from gates.bisect import stages_for
+    from gates.campaigns.bisect import stages_for
 
     gate = get("closed_loop")
     assert not_in_pipeline(gate, lambda s: False) == stages_for("closed_loop")
     assert not_in_pipeline(gate, lambda s: s == stages_for("closed_loop")[0]) == []
     assert not_in_pipeline(gate, lambda s: True) == []
+
+
+def test_a_gate_lacking_one_stage_it_compares_is_not_in_the_pipeline() -> None:
+    def thread_less(stage: str) -> bool:  # a project with train_single and train@proc only
+        return stage != "train@thread"
+
+    assert not_in_pipeline(get("loss_match.thread"), thread_less) == ["train@thread"]
+    assert not_in_pipeline(get("launcher_parity"), thread_less) == ["train@thread"]
+    assert not_in_pipeline(get("launcher_parity"), lambda s: False) == ["train@thread", "train@proc"]
+    assert not_in_pipeline(get("loss_match.proc"), thread_less) == []
+    assert not_in_pipeline(get("fresh_train"), lambda s: s == "export") == ["train_single"]
+
+
+def test_stages_read_names_what_the_bisect_map_lacks() -> None:
+    from gates.campaigns.bisect import stages_for
+
+    assert catalogue.stages_read("export_gguf") == ["export"]
+    assert catalogue.stages_read("closed_loop") == stages_for("closed_loop")
+    assert catalogue.stages_read("nope") == [] and catalogue.stages_read("seals") == []
+    assert not_in_pipeline(get("export_gguf"), lambda s: s != "export") == ["export"]
 
 
 def test_find_and_get() -> None:

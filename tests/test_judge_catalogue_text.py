@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from conftest import PARAMS
-from gates.catalogue import GATES
+from gates.judges.catalogue import GATES
 from params.config import load_params
 
 SNAPSHOT = Path(__file__).with_name("judge_catalogue.txt")

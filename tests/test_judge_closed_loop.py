@@ -1,4 +1,4 @@
-"""gates/closed_loop.py under mutation (docs/judge-mutation.md): the verdict recomputed from raw numbers.
+"""gates/judges/closed_loop.py under mutation (docs/judge-mutation.md): the verdict recomputed from raw numbers.
 
 judge_check, judge_control and judge_files are pure: hand-made engine checks that differ in one way
 each, and the exact problem line each must give (tests/test_gates.py runs the gate on a real report).
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from gates.closed_loop import _finite, judge_check, judge_control, judge_files
+from gates.judges.closed_loop import _finite, judge_check, judge_control, judge_files
 
 
 def sample(ours=(1, 2, 3), engine=(1, 2, 3), diff: float = 1e-6) -> dict:
@@ -175,7 +175,7 @@ def full_report(hf_diff: float = 2e-6, ort_diff: float = 3e-6, **changes) -> dic
 
 
 def test_a_report_that_holds_passes_naming_each_engine() -> None:
-    from gates.closed_loop import closed_loop
+    from gates.judges.closed_loop import closed_loop
 
     o = closed_loop(Reader(full_report()))
     assert (o.status, o.measured) == ("pass", 3e-6)
@@ -187,7 +187,7 @@ def test_a_report_that_holds_passes_naming_each_engine() -> None:
 
 
 def test_transformers_runs_in_the_exports_dtype_and_onnxruntime_in_fp32() -> None:
-    from gates.closed_loop import closed_loop
+    from gates.judges.closed_loop import closed_loop
 
     r = full_report(hf_diff=5e-3, ort_diff=5e-5, dtype="bf16")
     o = closed_loop(Reader(r, dtype="bf16"))
@@ -199,7 +199,7 @@ def test_transformers_runs_in_the_exports_dtype_and_onnxruntime_in_fp32() -> Non
 
 
 def test_the_producers_word_is_never_trusted_but_its_failure_counts() -> None:
-    from gates.closed_loop import closed_loop
+    from gates.judges.closed_loop import closed_loop
 
     o = closed_loop(Reader(full_report(passed=False, failures=["a", "b"])))
     assert o.status == "fail" and o.message == (

@@ -1,4 +1,4 @@
-"""gates/consistency.py under mutation (docs/judge-mutation.md): a run agrees with itself, in-process.
+"""gates/judges/consistency.py under mutation (docs/judge-mutation.md): a run agrees with itself, in-process.
 
 summary.json, loss.csv, eval.csv, checkpoints/latest and the final weights' digest against
 metrics.json, on a hand-written run folder (the metrics schema is contracts'; here the records are
@@ -18,8 +18,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from contracts import artifact_table
-from gates.artifacts import ArtifactError
-from gates.consistency import (
+from gates.judges.consistency import (
     GATE,
     THRESHOLD,
     consistency,
@@ -29,7 +28,8 @@ from gates.consistency import (
     run_problems,
     summary_of,
 )
-from gates.gate import NoPicture
+from gates.judges.gate import NoPicture
+from gates.reading.artifacts import ArtifactError
 from judge_trees import Tree
 from params.identity import config_identity
 

@@ -1,7 +1,8 @@
 """contracts/yamlfile.py under mutation (docs/judge-mutation.md): hand-written YAML, strictly.
 
-Anchors, aliases, merge keys, duplicate keys and deep nesting refused with the line they are on;
-files that are too large, not UTF-8 or not YAML named in one line; plain YAML read as PyYAML reads it.
+Anchors, aliases, merge keys, duplicate keys, directives, YAML 1.1-ambiguous scalars and deep nesting
+refused with the line they are on; files that are too large, not UTF-8 or not YAML named in one line;
+plain YAML read as DVC (YAML 1.2) reads it; DVC's own files bounded in depth and alias expansion.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import yaml
 
 from contracts import yamlfile
 from contracts.validate import ValidationError
-from contracts.yamlfile import MAX_DEPTH, Refused, load_file, loads, problem, where
+from contracts.yamlfile import MAX_DEPTH, Refused, load_file, load_pipeline_text, loads, problem, where
 
-RULE = "(rule: plain YAML: no anchors, aliases or duplicate keys)"
+RULE = "(rule: plain YAML, one meaning per value (contracts/yamlfile.py))"
 
 
 def refused(text: str, tmp_path: Path) -> str:
@@ -26,10 +27,39 @@ def refused(text: str, tmp_path: Path) -> str:
     return str(e.value).replace(str(path), "p.yaml")
 
 
-def test_plain_yaml_reads_as_pyyaml_reads_it() -> None:
+def test_plain_yaml_reads_as_dvc_reads_it() -> None:
     text = "a: 1\nb: [x, {c: 1e-3, d: null}]\nc: |\n  two\n  lines\n1: one\n"
-    assert loads(text) == yaml.safe_load(text)
+    assert loads(text) == {"a": 1, "b": ["x", {"c": 0.001, "d": None}], "c": "two\nlines\n", 1: "one"}
     assert loads("") is None and loads("[1, 2]") == [1, 2]
+    assert loads("[0x1F, -0b101, 1_000, +7, true, 2024-01-02]") == [
+        31,
+        -5,
+        1000,
+        7,
+        True,
+        yaml.safe_load("2024-01-02"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("a: 040\n", "'040' is an octal number in YAML 1.1 but 40 to DVC (YAML 1.2): write it without the leading 0"),
+        ("a: 0o17\n", "'0o17' is an octal number in YAML 1.1 but 15 to DVC (YAML 1.2): write it without the leading 0"),
+        ("a: yes\n", "'yes' is a boolean in YAML 1.1 but 'yes' to DVC (YAML 1.2): write true or false, or quote it"),
+        ("a: 1:20\n", "'1:20' is a base-60 number in YAML 1.1 but '1:20' to DVC (YAML 1.2): quote it"),
+        ("a: +_1\n", "'+_1' is a string in YAML 1.1 but 1 to DVC (YAML 1.2): write it without the underscores"),
+    ],
+)  # fmt: skip
+def test_a_scalar_with_two_meanings_is_refused(tmp_path: Path, text: str, what: str) -> None:
+    assert refused(text, tmp_path) == f"p.yaml: line 1: {what[:120]} {RULE}"
+    assert loads(text.replace(": ", ": '").replace("\n", "'\n"))["a"] == text[3:-1]  # quoted: one meaning
+
+
+def test_a_directive_is_refused(tmp_path: Path) -> None:
+    what = "a %YAML or %TAG directive refused (the project reads YAML as DVC does)"
+    assert refused("%YAML 1.1\n---\na: 1\n", tmp_path) == f"p.yaml: line 1: {what} {RULE}"
+    assert refused("%TAG !e! tag:e.org,2000:\n---\na: 1\n", tmp_path) == f"p.yaml: line 1: {what} {RULE}"
 
 
 @pytest.mark.parametrize(
@@ -94,13 +124,13 @@ def test_bad_files_are_named_in_one_line(tmp_path: Path) -> None:
     assert str(e.value) == f"{tmp_path / 'none.yaml'}: file not found; next: run from the repository root"
 
 
-def test_a_file_over_the_limit_is_refused(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(yamlfile, "MAX_BYTES", 4)
+def test_a_file_over_the_limit_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("a: 12\n")
+    assert load_file(path, limit=6) == {"a": 12}
     with pytest.raises(ValidationError) as e:
-        load_file(path)
-    assert str(e.value) == f"{path}: 6 bytes, larger than the limit (rule: <= 4 bytes)"
+        load_file(path, limit=5)
+    assert str(e.value) == f"{path}: 6 bytes, larger than the limit (rule: <= 5 bytes)"
 
 
 def test_where_and_problem_of_library_errors() -> None:
@@ -110,4 +140,34 @@ def test_where_and_problem_of_library_errors() -> None:
     assert where(NoMark()) == "" and problem(NoMark("a\n  b")) == "a b"
     err = yaml.reader.ReaderError("f", 7, 1, "utf-8", "odd")
     assert where(err) == "character 7" and problem(err) == "odd"
-    assert problem(NoMark("x" * 300)) == "x" * 200
+    assert problem(NoMark("x" * 300)) == "x" * 120
+
+
+# -- DVC's own files (dvc.yaml, dvc.lock): anchors allowed, bounded before they are built ----------------
+
+
+def test_a_pipeline_file_reads_anchors_as_dvc_does_or_refuses_them() -> None:
+    text = "a: &x [1, 1e-3]\nb: *x\n"
+    assert load_pipeline_text(text, "dvc.yaml") == {"a": [1, 0.001], "b": [1, 0.001]}
+    with pytest.raises(ValidationError) as e:
+        load_pipeline_text(text, "dvc.lock", aliases=False)
+    assert str(e.value) == "dvc.lock: line 2: alias *x refused"
+    with pytest.raises(ValidationError) as e:
+        load_pipeline_text("a: [\n", "dvc.lock")
+    assert str(e.value) == "dvc.lock: line 2: not valid YAML: did not find expected node content"
+
+
+def test_a_pipeline_file_is_bounded_in_depth_and_expansion(monkeypatch) -> None:
+    ok = "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n"
+    assert load_pipeline_text(ok, "f") is not None
+    with pytest.raises(ValidationError) as e:
+        load_pipeline_text("a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n", "f")
+    assert str(e.value) == f"f: line 1: nested deeper than {MAX_DEPTH} levels"
+    monkeypatch.setattr(yamlfile, "PIPELINE_NODES", 10)  # a mapping, a key, a list and its items
+    assert load_pipeline_text("a: [1, 2, 3, 4, 5, 6, 7]\n", "f") == {"a": [1, 2, 3, 4, 5, 6, 7]}
+    assert load_pipeline_text("a: &x [1, 2]\nb: [*x]\n", "f") == {"a": [1, 2], "b": [[1, 2]]}
+    for text, line in (("a: [1, 2, 3, 4, 5, 6, 7, 8]\n", 2), ("a: &x [1, 2]\nb: [*x, *x]\n", 3)):
+        with pytest.raises(ValidationError) as e:
+            load_pipeline_text(text, "f")
+        assert str(e.value) == f"f: line {line}: expands to more than 10 nodes"
+    assert yamlfile.PIPELINE_BYTES == 32 << 20

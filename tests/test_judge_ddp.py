@@ -1,4 +1,4 @@
-"""gates/ddp.py under mutation (docs/judge-mutation.md): the DDP equivalence checks as pure functions.
+"""gates/judges/ddp.py under mutation (docs/judge-mutation.md): the DDP equivalence checks as pure functions.
 
 loss_match and launcher_parity judge two metrics dicts; the gate tree (tests/test_gates.py) runs them
 on real runs. Here each check gets hand-made records that differ in exactly one way, and its verdict
@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from gates.ddp import (
+from gates.judges.ddp import (
     Tier,
     _near_integer_ratio,
     check_dropout,
@@ -25,7 +25,7 @@ from gates.ddp import (
     shape_problem,
     tier_for,
 )
-from gates.tolerance import Approx
+from gates.judges.tolerance import Approx
 
 LOSS_MATCH = {
     "max_rel": 1e-3,
@@ -408,8 +408,8 @@ def test_every_failing_check_is_named_with_the_files_to_compare() -> None:
 
 @pytest.fixture()
 def records(monkeypatch):
-    """loss_match / launcher_parity over these records (run_metrics replaced: the reading is gates/artifacts.py's)."""
-    from gates import ddp
+    """loss_match / launcher_parity over these records (run_metrics replaced: the reading is gates/reading/artifacts.py's)."""
+    from gates.judges import ddp
 
     def use(runs: dict, refused=None):
         seen = []
@@ -423,7 +423,7 @@ def records(monkeypatch):
 
 
 def test_loss_match_compares_the_launcher_with_single(records) -> None:
-    from gates.ddp import loss_match
+    from gates.judges.ddp import loss_match
 
     s = run()
     seen = records({"single": s, "thread": twin(s)})
@@ -440,8 +440,8 @@ def test_loss_match_compares_the_launcher_with_single(records) -> None:
 
 
 def test_a_refused_pair_is_the_verdict(records) -> None:
-    from gates.ddp import launcher_parity, loss_match
-    from gates.outcome import failed
+    from gates.judges.ddp import launcher_parity, loss_match
+    from gates.judges.outcome import failed
 
     no = failed(None, 1e-3, "not what params.yaml describes")
     records({"single": run(), "thread": twin(run()), "proc": twin(run())}, refused=no)
@@ -449,7 +449,7 @@ def test_a_refused_pair_is_the_verdict(records) -> None:
 
 
 def test_launcher_parity_judges_proc_against_thread_with_its_own_bound(records) -> None:
-    from gates.ddp import launcher_parity
+    from gates.judges.ddp import launcher_parity
 
     thread = run(world=2, eval_mode_steps=[])
     proc = twin(thread)
@@ -467,7 +467,7 @@ def test_launcher_parity_judges_proc_against_thread_with_its_own_bound(records) 
 
 
 def test_the_gate_units() -> None:
-    from gates.ddp import LAUNCHER_PARITY, loss_match_gate
+    from gates.judges.ddp import LAUNCHER_PARITY, loss_match_gate
 
     g = loss_match_gate("proc")
     assert g.id == "loss_match.proc" and g.takes == ("loss_match",)

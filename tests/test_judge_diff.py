@@ -1,4 +1,4 @@
-"""gates/diff.py under mutation (docs/judge-mutation.md): what got worse between two gate reports.
+"""gates/reporting/diff.py under mutation (docs/judge-mutation.md): what got worse between two gate reports.
 
 The status order (pass > skip > inconclusive > fail = error), a new gate that does not pass or skip,
 a removed gate, the kind of each change, measured deltas, duplicate ids, the table and the exit code.
@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 from contracts.validate import ValidationError
-from gates.diff import RANK, Change, _delta, _same, compare, load, print_diff, run
-from gates.outcome import Outcome, passed
-from gates.report import build
+from gates.judges.outcome import Outcome, passed
+from gates.reporting.diff import RANK, Change, _delta, _same, compare, load, print_diff, run
+from gates.reporting.report import build
 
 
 def g(status: str, measured=None, gid: str = "x") -> dict:

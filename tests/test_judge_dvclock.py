@@ -1,4 +1,4 @@
-"""gates/dvclock.py under mutation (docs/judge-mutation.md): dvc.lock and dvc.yaml as the gates read them.
+"""gates/reading/dvclock.py under mutation (docs/judge-mutation.md): dvc.lock and dvc.yaml as the gates read them.
 
 Which stages ran, which the pipeline defines, which git HEAD had, the md5 of every out (a folder's as
 DVC's `.dir` hash) and why a file differs from what was recorded: every artifact check rests on
@@ -14,16 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gates.dvclock import (
+from contracts.yamlfile import load_pipeline_text
+from gates.reading.dvclock import (
     DvcLock,
     LockError,
     _committed_stages,
-    _parse,
+    _stages_of,
     cache_dir,
     dir_listing,
     dir_md5,
-    pipeline_stages,
 )
+from gates.reading.dvcyaml import DvcYamlError, pipeline_stages
 
 A_MD5, B_MD5 = "60b725f10c9c85c70d97880dfe8191b3", "3b5d5c3712955042212316173ccf37be"  # b"a\n", b"b\n"
 # dvc_data's Tree over the two files below: Tree.add(...); Tree.digest(); its hash_info.value
@@ -61,11 +62,21 @@ def test_dir_listing_through_a_lock_hashes_each_file_once(tmp_path: Path) -> Non
     assert lock.md5("d/a.txt") == "cached" and dir_listing(d, lock)[0]["md5"] == "cached"
 
 
-def test_parse_reads_stages_and_refuses_bad_yaml() -> None:
-    assert _parse("schema: '2.0'\nstages:\n  a: {cmd: x}\n", "f") == {"a": {"cmd": "x"}}
-    assert _parse("", "f") == {} and _parse("stages:\n", "f") == {} and _parse("- 1\n", "f") == {}
-    with pytest.raises(LockError, match=r"^where/dvc.lock: not valid YAML: "):
-        _parse("stages: [\n", "where/dvc.lock")
+def test_stages_of_reads_a_lock_file_and_refuses_anything_else() -> None:
+    text = "schema: '2.0'\nstages:\n  a: {cmd: x}\n"
+    assert _stages_of(load_pipeline_text(text, "f"), "f") == {"a": {"cmd": "x"}}
+    assert _stages_of(None) == {} and _stages_of({}) == {} and _stages_of({"stages": None}) == {}
+    assert _stages_of({"stages": {"a": {}}}) == {"a": {}}  # no schema key: DVC's own default, 2.0
+    for data in ([1], "x", {"schema": "1.0"}, {"schema": 2.0}, {"stages": {}, "other": 1}):
+        with pytest.raises(LockError) as e:
+            _stages_of(data, "where/dvc.lock")
+        assert str(e.value) == "where/dvc.lock: not a DVC lock file (schema '2.0' and its stages)"
+    for data in ({"stages": [1]}, {"stages": {"a": None}}, {"stages": {"a": {}, "b": 3}}):
+        with pytest.raises(LockError) as e:
+            _stages_of(data, "where/dvc.lock")
+        assert str(e.value) == "where/dvc.lock: stages: not a mapping of stage entries"
+    with pytest.raises(LockError, match=r"^dvc.lock: stages: "):
+        _stages_of({"stages": 3})
 
 
 DVC_YAML = """
@@ -88,33 +99,48 @@ stages:
       outs:
         - out/${key}/${item}.txt
   bare: {cmd: w}
-  odd: 3
 """
+
+
+def outs_of(root: Path) -> dict[str, list[str]]:
+    return {name: d.out_paths for name, d in pipeline_stages(root).items()}
 
 
 def test_pipeline_stages_expands_foreach_and_lists_every_out(tmp_path: Path) -> None:
     (tmp_path / "dvc.yaml").write_text(DVC_YAML)
-    assert pipeline_stages(tmp_path) == {
+    assert outs_of(tmp_path) == {
         "train": ["runs/single", "runs/extra.json", "runs/metrics.json", "runs/loss.csv"],
         "world@thread": ["runs/thread"],
         "world@proc": ["runs/proc"],
         "keyed@a": ["out/a/one.txt"],
         "keyed@b": ["out/b/two.txt"],
         "bare": [],
-        "odd": [],
     }
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML + "  odd: 3\n")
+    with pytest.raises(DvcYamlError) as e:
+        pipeline_stages(tmp_path)
+    assert str(e.value) == f"{tmp_path / 'dvc.yaml'}: stage odd: not a mapping"
 
 
 def test_pipeline_stages_needs_a_readable_dvc_yaml(tmp_path: Path) -> None:
-    with pytest.raises(LockError, match=r"dvc.yaml: missing: the gates cannot tell which stages"):
+    path = tmp_path / "dvc.yaml"
+    with pytest.raises(DvcYamlError) as e:
         pipeline_stages(tmp_path)
-    (tmp_path / "dvc.yaml").write_text("stages: [\n")
-    with pytest.raises(LockError, match=r"dvc.yaml: not valid YAML: "):
+    assert str(e.value) == f"{path}: missing: the gates cannot tell which stages the pipeline has"
+    path.write_text("stages: [\n")
+    with pytest.raises(DvcYamlError, match=rf"^{path}: line 2: not valid YAML: "):
         pipeline_stages(tmp_path)
-    (tmp_path / "dvc.yaml").write_text("")
+    path.write_text("")
     assert pipeline_stages(tmp_path) == {}
-    (tmp_path / "dvc.yaml").write_text("- a\n")
-    assert pipeline_stages(tmp_path) == {}
+    path.write_text("- a\n")  # a list is no pipeline (before the merge: read as one without stages)
+    with pytest.raises(DvcYamlError, match=rf"^{path}: not a DVC pipeline \(a mapping of artifacts, "):
+        pipeline_stages(tmp_path)
+    path.write_text("stages: {}\n")  # DvcLock.read turns each into a LockError (exit 2)
+    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    assert DvcLock.read(tmp_path).pipeline == {}
+    path.write_text("- a\n")
+    with pytest.raises(LockError, match=rf"^{path}: not a DVC pipeline"):
+        DvcLock.read(tmp_path)
 
 
 def test_cache_dir_follows_dvc_config_and_config_local(tmp_path: Path) -> None:
@@ -205,7 +231,8 @@ def test_read_needs_dvc_lock_and_reads_all_three_sources(tmp_path: Path) -> None
     (tmp_path / "dvc.lock").write_text("stages: {}\n")
     lock = DvcLock.read(tmp_path)
     assert (lock.root, lock.stages, lock.committed) == (tmp_path, {}, {"train"})
-    assert lock.pipeline == pipeline_stages(tmp_path) and lock.removed("train")
+    assert lock.pipeline == outs_of(tmp_path) and lock.removed("train")
+    assert lock.definitions == pipeline_stages(tmp_path) and lock.definitions["train"].cmd == "x"
 
 
 def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Path) -> None:
@@ -222,6 +249,14 @@ def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Pa
     subprocess.run([*git, "add", "project/dvc.lock"], check=True)
     subprocess.run([*git, "commit", "-qm", "sub"], check=True)
     assert _committed_stages(sub) == {"inner"}  # ./dvc.lock beside dvc.yaml, not the repository root's
+    for text, what in (
+        (b"stages:\n  a: {cmd: '\xff'}\n", "not UTF-8 (text=True raised UnicodeDecodeError)"),
+        (b"stages:\n  a: &a {cmd: x}\n  b: *a\n", "an alias, refused as in the working dvc.lock"),
+        (b"- 1\n", "no lock file"),
+    ):
+        (sub / "dvc.lock").write_bytes(text)
+        subprocess.run([*git, "commit", "-qam", what], check=True)
+        assert _committed_stages(sub) == set(), what
 
 
 def test_the_dir_hash_does_not_depend_on_key_order() -> None:
@@ -238,8 +273,16 @@ def test_read_names_the_missing_or_broken_lock(tmp_path: Path) -> None:
     )
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
     (tmp_path / "dvc.lock").write_text("stages: [\n")
-    with pytest.raises(LockError, match=rf"^{tmp_path / 'dvc.lock'}: not valid YAML: "):
+    with pytest.raises(LockError, match=rf"^{tmp_path / 'dvc.lock'}: line 2: not valid YAML: "):
         DvcLock.read(tmp_path)
+    (tmp_path / "dvc.lock").write_text("a: &x 1\nb: *x\n")  # bounded: no aliases in a lock file
+    with pytest.raises(LockError) as e:
+        DvcLock.read(tmp_path)
+    assert str(e.value) == f"{tmp_path / 'dvc.lock'}: line 2: alias *x refused"
+    (tmp_path / "dvc.lock").write_text("- 1\n")
+    with pytest.raises(LockError) as e:
+        DvcLock.read(tmp_path)
+    assert str(e.value) == f"{tmp_path / 'dvc.lock'}: not a DVC lock file (schema '2.0' and its stages)"
 
 
 def test_outs_ending_in_a_slash_or_an_x_and_entries_without_path_or_md5() -> None:

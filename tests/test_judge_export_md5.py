@@ -1,4 +1,4 @@
-"""gates/export_md5.py under mutation (docs/judge-mutation.md): the pinned re-export vs the registry.
+"""gates/judges/export_md5.py under mutation (docs/judge-mutation.md): the pinned re-export vs the registry.
 
 A torch-free tree (tests/judge_trees.py): exports/pinned with its manifest, a registry with a pinned
 checkpoint and a blessed version, dvc.lock's entry for the export. Each test breaks one thing the
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from contracts.fileio import md5_file
-from gates.artifacts import ArtifactError
-from gates.export_md5 import (
+from gates.judges.export_md5 import (
     GATE,
     export_md5,
     export_md5_picture,
@@ -23,7 +22,8 @@ from gates.export_md5 import (
     pinned_problems,
     registry_of,
 )
-from gates.gate import NoPicture
+from gates.judges.gate import NoPicture
+from gates.reading.artifacts import ArtifactError
 from judge_trees import PINNED_FILES, Tree, bless, make_registry, reindex, write_export
 from registry import index
 

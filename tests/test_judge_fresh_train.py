@@ -1,4 +1,4 @@
-"""gates/fresh_train.py and gates/goldens.py under mutation (docs/judge-mutation.md).
+"""gates/judges/fresh_train.py and gates/reading/goldens.py under mutation (docs/judge-mutation.md).
 
 Which golden judges a run and in which tier (own environment: exact; another: approximate, same
 device type first, then precision, then env_id), whether the golden covers the config, and each
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gates.fresh_train import (
+from gates.judges.fresh_train import (
     ApproxTier,
     _approx,
     _approx_outs,
@@ -21,8 +21,8 @@ from gates.fresh_train import (
     approx_threshold,
     golden_for,
 )
-from gates.goldens import Choice, choose, coverage_problems, golden_env
-from gates.tolerance import Approx
+from gates.judges.tolerance import Approx
+from gates.reading.goldens import Choice, choose, coverage_problems, golden_env
 from judge_trees import make_golden, make_registry
 from registry.store import Entry, Registry
 

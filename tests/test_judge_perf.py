@@ -1,4 +1,4 @@
-"""gates/perf.py and contracts/perf_record.py under mutation (docs/judge-mutation.md).
+"""gates/judges/perf.py and contracts/perf_record.py under mutation (docs/judge-mutation.md).
 
 The perf gates' statistics (steady rates, median and spread, the faster half, the Hodges-Lehmann
 shift and its interval, the band check) and verdicts (throughput, memory, combining stages, what
@@ -21,7 +21,7 @@ from contracts.perf_record import (
     stage_perf,
     steady_rates,
 )
-from gates.perf import MIN_WINDOWS, combine, comparable, memory_check, threshold_text, throughput_check
+from gates.judges.perf import MIN_WINDOWS, combine, comparable, memory_check, threshold_text, throughput_check
 
 PROFILE = {"slowdown": 0.1, "memory_growth": 0.2}
 
@@ -113,7 +113,7 @@ def test_band_check_edges_and_a_full_band_without_an_upper_edge() -> None:
     assert band_check([1000.0] * 4, [100.0] * 4, 1.0)[0] == "within"
 
 
-# -- gates/perf.py --------------------------------------------------------------------------------------
+# -- gates/judges/perf.py --------------------------------------------------------------------------------------
 
 
 def test_a_steady_run_passes_throughput() -> None:

@@ -1,4 +1,4 @@
-"""gates/pilot.py under mutation (docs/judge-mutation.md): the pilot cells' checks as pure functions.
+"""gates/judges/pilot.py under mutation (docs/judge-mutation.md): the pilot cells' checks as pure functions.
 
 The bitwise judge (recompute, resume), the differs judge (dropout: masks drawn, an effect), eval at
 step 0, the cuda memory half, the pilot tiers and threshold text, crashes and the failing cell's
@@ -11,9 +11,9 @@ import copy
 
 import pytest
 
-from gates import pilot
-from gates.ddp import Check
-from gates.pilot import (
+from gates.judges import pilot
+from gates.judges.ddp import Check
+from gates.judges.pilot import (
     EXACT_SERIES,
     crash_text,
     differs,

@@ -1,4 +1,4 @@
-"""gates/probes.py under mutation (docs/judge-mutation.md): the model_probes verdict on raw numbers.
+"""gates/judges/probes.py under mutation (docs/judge-mutation.md): the model_probes verdict on raw numbers.
 
 judge() takes runs/probes.json's content: the attention bound (inclusive), the dropout z-scores and
 their pass / inconclusive / fail bands, each with its exact message.
@@ -10,7 +10,16 @@ import math
 
 import pytest
 
-from gates.probes import ATTN_ATOL, ATTN_RTOL, THRESHOLD, Z_FAIL, Z_PASS, attention_problem, dropout_z, judge
+from gates.judges.probes import (
+    ATTN_ATOL,
+    ATTN_RTOL,
+    THRESHOLD,
+    Z_FAIL,
+    Z_PASS,
+    attention_problem,
+    dropout_z,
+    judge,
+)
 
 N, P = 10_000, 0.1
 
@@ -104,7 +113,7 @@ class Reader:
 
 
 def test_the_gate_reads_runs_probes_json_and_its_picture_shows_each_probe() -> None:
-    from gates.probes import GATE, model_probes, model_probes_picture
+    from gates.judges.probes import GATE, model_probes, model_probes_picture
 
     a = Reader(probes(diff=3e-6))
     assert model_probes(a).status == "pass" and a.asked == [

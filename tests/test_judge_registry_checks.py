@@ -26,7 +26,8 @@ from registry.checks import (
     inside,
     validate_everything,
 )
-from registry.store import Registry, RegistryError, seal, write_once
+from registry.sealed import seal
+from registry.store import Registry, RegistryError, write_once
 
 
 def error(call, *args) -> str:
@@ -42,13 +43,16 @@ def test_a_valid_name_is_returned(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [None, 3, "", "Tiny", "-x", ".x", "_x", "../x", "a/b", "a b", "a" * 101, "x\ty"]
+    "name",
+    [None, 3, "", "Tiny", "-x", ".x", "_x", "../x", "a/b", "a b", "a" * 101, "x\ty", "tiny\n", "tiny\nx"],
 )
 def test_a_name_that_could_leave_its_folder_is_refused(name) -> None:
     assert error(check_name, name, "params.yaml", "export.pinned_model") == (
         f"params.yaml: export.pinned_model: {name!r} is not a valid registry name (rule: {NAME_RULE})"
     )
-    assert NAME_RULE == "pattern ^[a-z0-9][a-z0-9._+-]{0,99}$"
+    assert (
+        NAME_RULE == "pattern [a-z0-9][a-z0-9._+-]{0,99}"
+    )  # the whole name (fullmatch: no trailing newline)
 
 
 def test_inside_returns_the_path_or_refuses_one_that_leaves(tmp_path: Path) -> None:

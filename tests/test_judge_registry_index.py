@@ -17,7 +17,8 @@ from contracts.fileio import sha256_file
 from contracts.validate import ValidationError
 from judge_trees import bless, make_registry
 from registry import index
-from registry.store import seal, write_once
+from registry.sealed import seal
+from registry.store import write_once
 
 
 @pytest.fixture()

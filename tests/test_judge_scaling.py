@@ -1,4 +1,4 @@
-"""gates/scaling.py under mutation (docs/judge-mutation.md): the scaling verdict from its raw windows.
+"""gates/judges/scaling.py under mutation (docs/judge-mutation.md): the scaling verdict from its raw windows.
 
 bench/scaling.json written by hand (schema-valid): what params.yaml says was measured, whole rounds,
 figures recomputed from the faster half of the windows, floors, the launcher band, noise, and each
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from contracts.perf_record import judged_spread
-from gates.scaling import (
+from gates.judges.scaling import (
     floor_problems,
     launcher_gaps,
     recompute,

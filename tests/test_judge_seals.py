@@ -1,8 +1,9 @@
-"""gates/seals.py under mutation (docs/judge-mutation.md): every sealed file against dvc.lock, in-process.
+"""gates/judges/seals.py under mutation (docs/judge-mutation.md): every sealed file against dvc.lock, in-process.
 
 Which stages are in scope (and the stages upstream of them), what dvc.lock lacks, which paths are
-sealed (outs and folder deps), which file deps and params are stale, and each difference's one line,
-on dvc.lock entries written by hand over small files (tests/test_seals.py does it with real DVC).
+sealed (outs and folder deps), the stale verdict (what gates/reading/dvcstatus.py finds, checked after the
+outs; its own rules: tests/test_judge_dvcstatus.py), and each difference's one line, on dvc.lock
+entries written by hand over small files (tests/test_seals.py does it with real DVC).
 """
 
 from __future__ import annotations
@@ -13,26 +14,21 @@ import pytest
 import yaml
 
 from contracts.fileio import md5_file
-from gates.artifacts import Artifacts
-from gates.dvclock import DvcLock, dir_listing, dir_md5
-from gates.seals import (
+from gates.judges.seals import (
     MAX_NAMED,
-    as_read_by_dvc,
-    blessed,
-    dep_checks,
     differences,
-    dig,
     in_scope,
-    leaf_diffs,
     missing,
-    produced,
+    recorded_md5,
     sealed_paths,
     seals,
     stale,
-    stale_deps,
-    stale_params,
     upstream,
 )
+from gates.reading.artifacts import Artifacts
+from gates.reading.dvclock import DvcLock, dir_listing, dir_md5
+from gates.reading.dvcstatus import Change
+from gates.reading.dvcyaml import Out, StageDef
 
 STAGES = {
     "corpus": {"outs": [{"path": "data/corpus.txt", "md5": "c1"}]},
@@ -45,8 +41,22 @@ STAGES = {
 }  # fmt: skip
 
 
-def lock(root: Path = Path("."), stages=None, committed=(), pipeline=None) -> DvcLock:
-    return DvcLock(root, STAGES if stages is None else stages, set(committed), pipeline or {})
+def lock(root: Path = Path("."), stages=None, committed=(), pipeline=None, definitions=None) -> DvcLock:
+    stages = STAGES if stages is None else stages
+    return DvcLock(root, stages, set(committed), pipeline or {}, definitions or {})
+
+
+def defined(stages: dict) -> dict[str, StageDef]:
+    """dvc.yaml's stages as the lock entries written here say them (the gates' staleness reads both)."""
+    return {
+        name: StageDef(
+            cmd=(body or {}).get("cmd"),
+            deps=tuple(d["path"] for d in (body or {}).get("deps") or []),
+            params=tuple((f, tuple(keys or {})) for f, keys in ((body or {}).get("params") or {}).items()),
+            outs=tuple(Out(o["path"]) for o in (body or {}).get("outs") or []),
+        )
+        for name, body in stages.items()
+    }
 
 
 # -- scope ------------------------------------------------------------------------------------------------
@@ -93,99 +103,18 @@ def test_sealed_paths_are_the_outs_and_the_folder_deps_no_stage_makes() -> None:
     assert sealed_paths(lock(), ["empty"]) == []
 
 
-def test_produced_and_blessed() -> None:
-    assert produced(lock(), "data/tok/x.json") and produced(lock(), "o.txt")
-    assert not produced(lock(), "registry/pinned") and not produced(lock(), "o.txt2")
-    assert blessed("registry/index.json") and blessed("registry/goldens/e/v1.json")
-    assert not blessed("registry/store.py") and not blessed("gates/registry/x.json")
-
-
-# -- stale deps and params ------------------------------------------------------------------------------
-
-
-def test_dep_checks_are_the_file_deps_no_stage_makes(tmp_path: Path) -> None:
-    (tmp_path / "code.py").write_text("x = 1\n")
-    stages = {
-        "s": {
-            "deps": [
-                {"path": "code.py", "md5": md5_file(tmp_path / "code.py")},
-                {"path": "gone.py", "md5": "g"},
-                {"path": "o.txt", "md5": "o"},  # another stage's out
-                {"path": "folder", "md5": "f.dir"},
-                {"path": "registry/index.json", "md5": "i"},
-            ]
-        },
-        "o": {"outs": [{"path": "o.txt", "md5": "o"}]},
-    }
-    lk = lock(tmp_path, stages)
-    checks = dep_checks(lk, ["s", "o"])
-    assert [(s, c.name, c.expected, c.actual) for s, c in checks] == [
-        ("s", "code.py", md5_file(tmp_path / "code.py"), md5_file(tmp_path / "code.py")),
-        ("s", "gone.py", "g", None),
-    ]
-    assert stale_deps(lk, ["s"]) == [("s", "dep gone.py md5 (missing), dvc.lock recorded g")]
-    (tmp_path / "code.py").write_text("x = 2\n")
-    lk = lock(tmp_path, stages)
-    assert stale_deps(lk, ["s"])[0] == (
-        "s",
-        f"dep code.py md5 {md5_file(tmp_path / 'code.py')}, dvc.lock recorded {stages['s']['deps'][0]['md5']}",
-    )
-
-
-def test_dig_and_dvcs_yaml_1_2_floats() -> None:
-    doc = {"train": {"lr": 0.1, "opt": {"beta": 0.9}}, "seed": 1}
-    assert dig(doc, "train.opt.beta") == 0.9 and dig(doc, "seed") == 1 and dig(doc, "train") == doc["train"]
-    assert (
-        dig(doc, "train.wd") == "(absent)"
-        and dig(doc, "seed.x") == "(absent)"
-        and dig(None, "a") == "(absent)"
-    )
-    assert (
-        as_read_by_dvc("1e-06") == 1e-06
-        and as_read_by_dvc("-2.5E+3") == -2500.0
-        and as_read_by_dvc(".5e1") == 5.0
-    )
-    assert (
-        as_read_by_dvc("1.5") == "1.5" and as_read_by_dvc("e5") == "e5" and as_read_by_dvc("1e-6x") == "1e-6x"
-    )
-    assert as_read_by_dvc({"a": ["3e2", {"b": "1e0"}], "c": 4}) == {"a": [300.0, {"b": 1.0}], "c": 4}
-
-
-def test_leaf_diffs_name_every_differing_leaf() -> None:
-    assert leaf_diffs("k", 1, 1) == [] and leaf_diffs("k", 1, 2) == [("k", 1, 2)]
-    assert leaf_diffs(
-        "train", {"lr": 0.2, "b": {"c": 1}, "new": 5}, {"lr": 0.1, "b": {"c": 1}, "old": 6}
-    ) == [
-        ("train.lr", 0.2, 0.1),
-        ("train.new", 5, "(absent)"),
-        ("train.old", "(absent)", 6),
-    ]
-    assert leaf_diffs("t", {"a": 1}, 3) == [("t", {"a": 1}, 3)]
-
-
-def test_stale_params_compare_each_recorded_key_with_the_file(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"train": {"lr": 0.2, "steps": 4}, "seed": 1}))
-    stages = {
-        "a": {"params": {"params.yaml": {"train": {"lr": "1e-01", "steps": 4}, "seed": 1}}},
-        "b": {"params": {"params.yaml": {"seed": 2}, "other.yaml": {"x": 1}}},
-        "c": {"params": {"params.yaml": None}},
-        "d": None,
-    }
-    assert stale_params(lock(tmp_path, stages), ["a", "b", "c", "d"]) == [
-        ("a", "params.yaml train.lr is 0.2, dvc.lock recorded 0.1"),
-        ("b", "params.yaml seed is 1, dvc.lock recorded 2"),
-        ("b", "other.yaml x is '(absent)', dvc.lock recorded 1"),
-    ]
+# -- stale: what gates/reading/dvcstatus.py finds, as one verdict ------------------------------------------------
 
 
 def test_stale_is_an_error_naming_stages_and_the_first_eight(tmp_path: Path) -> None:
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({f"k{i}": 0 for i in range(10)}))
-    assert stale(lock(tmp_path, {"s": {}}), ["s"]) is None
+    fresh = {"s": {"params": {"params.yaml": {f"k{i}": 0 for i in range(10)}}}}
+    assert stale(lock(tmp_path, fresh, definitions=defined(fresh)), ["s"]) is None
     stages = {
         "s": {"params": {"params.yaml": {f"k{i}": 1 for i in range(10)}}},
         "t": {"deps": [{"path": "x.py", "md5": "m"}]},
     }
-    o = stale(lock(tmp_path, stages), ["t", "s"])
+    o = stale(lock(tmp_path, stages, definitions=defined(stages)), ["t", "s"])
     assert (o.status, o.measured, o.threshold) == ("error", 11, "every dep and param equal to dvc.lock")
     said = ["stage t: dep x.py md5 (missing), dvc.lock recorded m"] + [
         f"stage s: params.yaml k{i} is 0, dvc.lock recorded 1" for i in range(7)
@@ -195,11 +124,25 @@ def test_stale_is_an_error_naming_stages_and_the_first_eight(tmp_path: Path) -> 
         "stale: " + "; ".join(said) + " (and 3 more): the artifacts were made before this edit and would be "
         "judged as this tree's (dvc repro s t, or undo the edit)"
     )
-    o = stale(lock(tmp_path, {"t": stages["t"]}), ["t"])
+    o = stale(lock(tmp_path, {"t": stages["t"]}, definitions=defined(stages)), ["t"])
     assert o.message == (
         "stale: stage t: dep x.py md5 (missing), dvc.lock recorded m: the artifacts were made before this edit "
         "and would be judged as this tree's (dvc repro t, or undo the edit)"
     )
+
+
+def test_stale_leaves_outs_to_the_seals_and_names_a_changed_command(tmp_path: Path) -> None:
+    stages = {"s": {"cmd": "old", "outs": [{"path": "gone.txt", "md5": "g"}]}}
+    definitions = defined(stages)
+    assert stale(lock(tmp_path, stages, definitions=definitions), ["s"]) is None  # an out: not stale's
+    definitions["s"] = StageDef("new", outs=definitions["s"].outs)
+    o = stale(lock(tmp_path, stages, definitions=definitions), ["s"])
+    assert (o.measured, o.message) == (
+        1,
+        "stale: stage s: cmd 'new', dvc.lock recorded 'old': the artifacts were made before this edit and would "
+        "be judged as this tree's (dvc repro s, or undo the edit)",
+    )
+    assert stale(lock(tmp_path, stages, definitions=definitions), ["other"]) is None  # only `stages`
 
 
 # -- differences and the verdict ------------------------------------------------------------------------
@@ -238,7 +181,7 @@ def sealed_tree(root: Path) -> DvcLock:
     stages = {
         "make": {"outs": [{"path": "d", "md5": dmd5}, {"path": "f.txt", "md5": md5_file(root / "f.txt")}]}
     }
-    return DvcLock(root, stages, set(), {"make": ["d", "f.txt"]})
+    return DvcLock(root, stages, set(), {"make": ["d", "f.txt"]}, defined(stages))
 
 
 def test_the_seals_gate_passes_counting_every_file(tmp_path: Path) -> None:
@@ -264,11 +207,21 @@ def test_a_partial_lock_is_an_error(tmp_path: Path) -> None:
     )
 
 
-def test_a_stale_stage_is_the_verdict(tmp_path: Path) -> None:
+def test_a_stale_stage_is_the_verdict_after_the_outs(tmp_path: Path) -> None:
     lk = sealed_tree(tmp_path)
     lk.stages["make"]["deps"] = [{"path": "code.py", "md5": "m"}]
+    lk.definitions["make"] = StageDef(None, ("code.py",), outs=lk.definitions["make"].outs)
     o = seals(Artifacts(tmp_path, lk))
     assert o.status == "error" and o.message.startswith("stale: stage make: dep code.py md5 (missing)")
+    (tmp_path / "f.txt").write_text("g\n")  # a tampered out is named as such, not as its stage's staleness
+    o = seals(Artifacts(tmp_path, sealed_tree_again(tmp_path, lk)))
+    assert o.status == "error" and o.message.startswith("f.txt: md5 ")
+    assert o.threshold == "every file equal to dvc.lock"
+
+
+def sealed_tree_again(root: Path, lk: DvcLock) -> DvcLock:
+    """The same entries, hashed afresh (a DvcLock hashes each file once per check)."""
+    return DvcLock(root, lk.stages, lk.committed, lk.pipeline, lk.definitions)
 
 
 def test_changed_files_are_named_eight_at_most(tmp_path: Path) -> None:
@@ -319,9 +272,6 @@ def test_entries_without_path_or_md5_are_sealed_as_empty(tmp_path: Path) -> None
     )
     deps = {"c": {"deps": [{"md5": "f.dir"}, {"path": "z.py"}]}}
     assert sealed_paths(lock(tmp_path, deps), ["c"]) == [("", "f.dir")]
-    assert [(s, c.name, c.expected) for s, c in dep_checks(lock(tmp_path, deps), ["c"])] == [
-        ("c", "z.py", "")
-    ]
 
 
 def test_only_folder_deps_no_stage_makes_are_sealed_paths() -> None:
@@ -332,25 +282,14 @@ def test_only_folder_deps_no_stage_makes_are_sealed_paths() -> None:
     assert sealed_paths(lock(Path("."), stages), ["use"]) == []
 
 
-def test_every_file_dep_is_checked_after_one_that_is_not(tmp_path: Path) -> None:
-    stages = {"s": {"deps": [{"path": "folder", "md5": "f.dir"}, {"path": "registry/index.json", "md5": "i"},
-                             {"path": "gone.py", "md5": "g"}]}}  # fmt: skip
-    assert stale_deps(lock(tmp_path, stages), ["s"]) == [
-        ("s", "dep gone.py md5 (missing), dvc.lock recorded g")
-    ]
-
-
-def test_leaf_diffs_of_keys_of_any_type() -> None:
-    assert leaf_diffs("k", {1: "a", "b": 2}, {1: "b", "b": 2}) == [("k.1", "a", "b")]
-
-
 def test_exactly_eight_problems_are_all_named(tmp_path: Path) -> None:
     outs = [{"path": f"x{i}.txt", "md5": "m"} for i in range(8)]
     o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {})))
     assert o.measured == 8 and "more)" not in o.message
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({f"k{i}": 0 for i in range(8)}))
     st = {"s": {"params": {"params.yaml": {f"k{i}": 1 for i in range(8)}}}}
-    assert "more)" not in stale(lock(tmp_path, st), ["s"]).message
+    o = stale(lock(tmp_path, st, definitions=defined(st)), ["s"])
+    assert o.measured == 8 and "more)" not in o.message
 
 
 def test_every_gap_of_a_partial_lock_is_named(tmp_path: Path) -> None:
@@ -364,7 +303,7 @@ def test_every_gap_of_a_partial_lock_is_named(tmp_path: Path) -> None:
 
 
 def test_prefetch_hashes_every_sealed_file_ahead(tmp_path: Path) -> None:
-    from gates.seals import prefetch
+    from gates.judges.seals import prefetch
 
     folder(tmp_path)
     (tmp_path / "e").mkdir()
@@ -376,8 +315,16 @@ def test_prefetch_hashes_every_sealed_file_ahead(tmp_path: Path) -> None:
     assert lk._md5["d/a.txt"] == md5_file(tmp_path / "d" / "a.txt")
 
 
+def test_recorded_md5_of_a_dep_or_no_entry() -> None:
+    lk = lock(stages={"s": {"deps": [{"path": "a", "md5": "m"}, {"path": "b"}]}, "t": None})
+    dep = {name: Change("s", "dep", name, "modified", "") for name in ("a", "b", "c")}
+    assert [recorded_md5(lk, dep[n]) for n in "abc"] == ["m", "(no entry)", "(no entry)"]
+    assert recorded_md5(lk, Change("t", "dep", "a", "modified", "")) == "(no entry)"
+    assert recorded_md5(lk, Change("u", "dep", "a", "modified", "")) == "(no entry)"
+
+
 def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) -> None:
-    from gates.seals import seals_picture
+    from gates.judges.seals import seals_picture
 
     lk = sealed_tree(tmp_path)
     dmd5 = lk.stages["make"]["outs"][0]["md5"]
@@ -390,6 +337,10 @@ def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) 
         {"path": "same.py", "md5": md5_file(tmp_path / "f.txt")},
     ]
     (tmp_path / "same.py").write_text("f\n")
+    (tmp_path / "new.py").write_text("n\n")  # a dep dvc.yaml names and dvc.lock does not
+    lk.definitions["make"] = StageDef(
+        None, ("code.py", "same.py", "new.py"), outs=lk.definitions["make"].outs
+    )
     pic = seals_picture(Artifacts(tmp_path, lk), {})
 
     def row(name: str, expected: str, actual: str | None) -> str:
@@ -403,6 +354,7 @@ def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) 
         row("gone/ (0 files)", "g.dir", None),
         row("gone.txt", "g", None),
         row("code.py (dep)", "c", md5_file(tmp_path / "code.py")),
+        row("new.py (dep)", "(no entry)", md5_file(tmp_path / "new.py")),
     ]
     assert pic.html == (
         "<table class='files'><tr><th>file</th><th>dvc.lock md5</th><th>actual md5</th><th></th></tr>"

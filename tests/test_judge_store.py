@@ -16,16 +16,13 @@ from contracts.fileio import canonical_json
 from contracts.validate import ValidationError
 from judge_trees import PROVENANCE
 from registry import index
+from registry.sealed import CONTENT_HASH, content_hash, load_sealed, seal
 from registry.store import (
-    CONTENT_HASH,
     Registry,
     RegistryError,
     check_export,
     compare_files,
-    content_hash,
     export_files,
-    load_sealed,
-    seal,
     write_once,
 )
 

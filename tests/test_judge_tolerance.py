@@ -1,4 +1,4 @@
-"""gates/tolerance.py under mutation (docs/judge-mutation.md): each verdict's numbers and its one line.
+"""gates/judges/tolerance.py under mutation (docs/judge-mutation.md): each verdict's numbers and its one line.
 
 tests/test_gateunit_tolerance.py holds the properties (within / beyond / non-finite / max_out); these
 pin what a property leaves loose: the exact line a gate prints, the worst differences it reports,
@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from gates.tolerance import Approx, Exact, Verdict
+from gates.judges.tolerance import Approx, Exact, Verdict
 
 
 def test_a_series_with_one_position_out_explains_itself_exactly() -> None:

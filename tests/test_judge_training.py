@@ -1,9 +1,9 @@
-"""gates/training.py and gates/expect.py under mutation (docs/judge-mutation.md).
+"""gates/judges/training.py and gates/reading/expect.py under mutation (docs/judge-mutation.md).
 
 What a run's record must be before any gate compares it (expect: identity, shape, evals, world, and
 params.yaml where it describes runs), the train-mode rule (T21), and the cross_rank and finite
 verdicts, on hand-made records. cross_rank and finite read through run_metrics: replaced here by the
-record under test (the reading itself is gates/artifacts.py's, tested on the gate tree).
+record under test (the reading itself is gates/reading/artifacts.py's, tested on the gate tree).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import PARAMS
-from gates import expect, training
-from gates.artifacts import NonFinite, StageNotRun
-from gates.outcome import Outcome, passed
-from gates.training import (
+from gates.judges import training
+from gates.judges.outcome import Outcome, passed
+from gates.judges.training import (
     cross_rank,
     finite,
     foreign_recorder,
@@ -26,6 +25,8 @@ from gates.training import (
     train_mode_problem,
     with_train_mode,
 )
+from gates.reading import expect
+from gates.reading.artifacts import NonFinite, StageNotRun
 from params.config import load_params
 from params.identity import config_identity
 

@@ -1,4 +1,4 @@
-"""The verdict itself under mutation (docs/judge-mutation.md): gates/__main__.py run_gate and gates/report.py.
+"""The verdict itself under mutation (docs/judge-mutation.md): gates/__main__.py run_gate and gates/reporting/report.py.
 
 How a gate's exceptions become statuses (a stage not run: skip; a NaN: fail; a bad artifact: error),
 which gates a project without their stages skips, the exit code from the statuses (error beats fail
@@ -14,12 +14,12 @@ import pytest
 from rich.console import Console
 
 from contracts.validate import ValidationError
-from gates import report
 from gates.__main__ import run_env_id, run_gate
-from gates.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
-from gates.dvclock import DvcLock
-from gates.gate import Gate
-from gates.outcome import Outcome, failed, passed
+from gates.judges.gate import Gate
+from gates.judges.outcome import Outcome, failed, passed
+from gates.reading.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
+from gates.reading.dvclock import DvcLock
+from gates.reporting import report
 
 
 def gate(run, gid: str = "finite") -> Gate:
@@ -82,7 +82,7 @@ def test_any_other_exception_is_a_bug_and_propagates(tmp_path: Path) -> None:
 
 
 def test_a_gate_whose_stages_the_project_lacks_is_skipped_unrun(tmp_path: Path) -> None:
-    from gates.bisect import stages_for
+    from gates.campaigns.bisect import stages_for
 
     called = []
     g = gate(lambda a, t: called.append(1), gid="closed_loop")

@@ -21,8 +21,10 @@ from typing import Any
 
 from contracts.fileio import md5_file, read_json
 from contracts.validate import ValidationError
-from contracts.yamlfile import load_pipeline, load_pipeline_text
+from contracts.yamlfile import decoded, load_pipeline, load_pipeline_text
 from gates.reading.dvcyaml import DvcYamlError, StageDef, pipeline_stages
+
+HEAD_LOCK = "HEAD:dvc.lock"  # the committed dvc.lock as its errors would name it (they are dropped)
 
 
 class LockError(Exception):
@@ -52,8 +54,7 @@ def _committed_stages(root: Path) -> set[str]:
             # ./: the dvc.lock beside dvc.yaml, also where the DVC project is a subdirectory of the git
             # repository (examples/hf-trainer); HEAD:dvc.lock would name the repository root's
             ["git", "-C", str(root), "show", "HEAD:./dvc.lock"],
-            capture_output=True,
-            text=True,  # pragma: no mutate -- equivalent: yaml reads bytes as well as text
+            capture_output=True,  # bytes: text=True raised UnicodeDecodeError on a non-UTF-8 commit
             timeout=5,  # pragma: no mutate -- equivalent: only bounds a git that hangs
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -61,8 +62,17 @@ def _committed_stages(root: Path) -> set[str]:
     if out.returncode != 0:
         return set()
     try:  # bounded like the working one: a hostile commit cannot hang the check either
-        return set(_stages_of(load_pipeline_text(out.stdout, "HEAD:dvc.lock", aliases=False)))
-    except (ValidationError, LockError):  # pragma: no mutate -- equivalent: error dropped
+        text = decoded(
+            out.stdout,
+            HEAD_LOCK,  # pragma: no mutate -- equivalent: it names an error that is dropped
+        )
+        data = load_pipeline_text(
+            text,
+            HEAD_LOCK,  # pragma: no mutate -- equivalent: it names an error that is dropped
+            aliases=False,  # pragma: no mutate -- equivalent: None is False (True: fails test_judge_dvclock)
+        )
+        return set(_stages_of(data))
+    except (ValidationError, LockError):  # unreadable at HEAD: nothing committed to compare with
         return set()
 
 
