@@ -45,17 +45,31 @@ def test_stages_of_the_selected_gates() -> None:
 
 
 def test_a_gate_without_a_stage_map_means_every_stage(monkeypatch) -> None:
-    from gates.campaigns import bisect
+    from gates.judges import catalogue
 
-    monkeypatch.setattr(bisect, "stages_for", lambda gid: [])
+    monkeypatch.setattr(catalogue, "stages_for", lambda gid: [])
     assert stages_of(select(["finite"])) is None
-    monkeypatch.setattr(bisect, "stages_for", lambda gid: (_ for _ in ()).throw(bisect.BisectError("no")))
+    monkeypatch.setattr(catalogue, "stages_for", lambda gid: (_ for _ in ()).throw(KeyError("no")))
     assert stages_of(select(["finite"])) is None
     assert not_in_pipeline(get("finite"), lambda s: False) == []
 
 
+def test_the_stage_map_names_a_gate_by_prefix_and_refuses_an_unknown_one() -> None:
+    from gates.campaigns import bisect
+    from gates.judges.catalogue import stages_for
+
+    assert stages_for(None) == [] and stages_for("seals") == []
+    assert stages_for("loss_match.proc") == ["train_single", "train@proc"]
+    assert stages_for("loss_match") == ["train_single", "train@thread"]  # a family: its first member
+    assert stages_for("pilot.dropout") == ["pilot"]
+    with pytest.raises(KeyError, match="no stage map for gate nope"):
+        stages_for("nope")
+    with pytest.raises(bisect.BisectError, match=r"^no stage map for gate nope \(known: "):
+        bisect.stages_for("nope")  # bisect's own error, the same message
+
+
 def test_not_in_pipeline_names_the_stages_a_project_lacks() -> None:
-    from gates.campaigns.bisect import stages_for
+    from gates.judges.catalogue import stages_for
 
     gate = get("closed_loop")
     assert not_in_pipeline(gate, lambda s: False) == stages_for("closed_loop")
