@@ -146,7 +146,7 @@ def write_formats(
         outputs.write_file(root / args.markdown, ci_report.markdown(rep, labels), outputs.MARKDOWN_REPORT)
     if args.html:
         t0 = time.perf_counter()
-        from gates import html_report  # matplotlib: imported only when a page is asked for
+        from gates.reporting import html_report  # matplotlib: imported only when a page is asked for
 
         page = html_report.render(rep, root, thresholds, labels, params)
         outputs.write_file(root / args.html, page, outputs.HTML_REPORT)

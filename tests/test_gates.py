@@ -45,6 +45,7 @@ def test_every_gate_passes_on_the_real_tree(work: Path) -> None:
     assert [g["id"] for g in report["gates"]] == [
         "seals",
         "consistency",
+        "provenance",
         "loss_match.thread",
         "loss_match.proc",
         "launcher_parity",

@@ -241,6 +241,10 @@ def nothing(root: Path) -> None:
     pass
 
 
+def other_machine(m: dict) -> None:
+    m["env"]["dispatch_facts"]["cpu"]["model_name"] = "Other CPU"  # a run restored from another machine
+
+
 # case -> (change, gate id, status, a piece of the gate's message naming the tier or cause)
 CASES: dict[str, tuple[Change, str, str, str]] = {
     "loss_match.thread pass": (nothing, "loss_match.thread", "pass", ""),
@@ -282,6 +286,8 @@ CASES: dict[str, tuple[Change, str, str, str]] = {
     "perf.memory skip, no baseline": (nothing, "perf.memory", "skip", "no perf baseline"),
     "perf.memory pass": (perf_baseline(), "perf.memory", "pass", ""),
     "perf.memory fail": (perf_baseline(lambda root: peaks(root, 2.0)), "perf.memory", "fail", ""),
+    "provenance pass": (nothing, "provenance", "pass", ""),
+    "provenance fail": (lambda root: edit(root / "runs/thread/metrics.json", other_machine), "provenance", "fail", "was made on machine"),
 }  # fmt: skip
 
 # What each gate can report, by the gates' code (stage-not-run skips aside: nothing was measured).
@@ -298,6 +304,7 @@ REPORTS = {
     "scaling": {"pass", "fail", "inconclusive"},
     "export_gguf": {"pass", "fail"},
     "model_probes": {"pass", "fail", "inconclusive"},
+    "provenance": {"pass", "fail"},
     "perf.throughput": {"pass", "fail", "inconclusive", "skip"},
     "perf.memory": {"pass", "fail", "skip"},
 }

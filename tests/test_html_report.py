@@ -58,7 +58,7 @@ def test_every_gate_has_its_picture_on_the_real_tree(steady: Path) -> None:
     code, html = page(steady)
     assert code == 0
     by_id = cards(html)
-    assert len(by_id) == 16 + len(CELLS)
+    assert len(by_id) == 17 + len(CELLS)
     # the perf gates skip on a tree with no blessed perf baseline, the pilot cells the CPU profile does
     # not run skip too; every other gate passes
     cpu_cells = {f"pilot.{c}" for c in cells_for(load_params(steady / "params.yaml"))}

@@ -13,6 +13,7 @@ fails the gate.
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,28 @@ def provenance(a: Artifacts) -> Outcome:
 
 
 def provenance_picture(a: Artifacts, t: Thresholds) -> Picture:
-    raise NoPicture("the verdict's message lists each stage and where it was made")
+    """Each run's machine (its facts' hash) beside this one's, recomputed as the gate does."""
+    env = a.json(ENV, "env.schema.json", ENV_STAGE)
+    here = facts_hash(env["machine"])
+    rows = []
+    for launcher, stage in RUNS.items():
+        if not a.lock.in_pipeline(stage):
+            continue
+        env_of_run = a.json(f"runs/{launcher}/metrics.json", "metrics.schema.json", stage)["env"]
+        made = facts_hash(machine_facts(env_of_run["dispatch_facts"]))
+        rows.append(
+            f"<tr class='{'ok' if made == here else 'bad'}'><td>runs/{launcher}</td><td><code>{escape(made)}</code>"
+            f"</td><td>{escape(env_of_run['env_id'])}</td><td>{'here' if made == here else 'ANOTHER MACHINE'}</td></tr>"
+        )
+    if not rows:
+        raise NoPicture("no training stage in this pipeline")
+    html = (
+        f"<table class='files'><tr><th>run</th><th>machine</th><th>environment</th><th>this machine: "
+        f"<code>{escape(here)}</code></th></tr>{''.join(rows)}</table>"
+    )
+    return Picture(
+        html, "Each run's machine facts, hashed, against runs/env.json's. Pass: every row is here."
+    )
 
 
 GATE = Gate(
