@@ -1,6 +1,6 @@
 """The main job's pipeline step: DVC's run cache shared through a remote, `dvc repro`, and what was reused.
 
-python -m pipeline.repro [TARGET ...]   # dvc pull --run-cache, dvc repro --pull, reports/repro.json
+python -m pipeline.repro [TARGET ...]   # dvc pull --run-cache, dvc repro, reports/repro.json
 python -m pipeline.repro push           # dvc push --run-cache (ci/main.sh: only after the gates pass)
 
 DVC keys a stage's run by its command, deps and params; a stage seen before, here or by anyone who
@@ -24,6 +24,7 @@ from typing import Any
 from contracts import outputs
 from contracts.artifact_table import write
 from contracts.errors import report
+from contracts.yamlfile import load_pipeline
 from params.config import load_params
 from pipeline.schedule import Plan, print_line, run_plan
 
@@ -62,12 +63,14 @@ def stage_of(line: str) -> tuple[str, str] | None:
 
 
 def repro(targets: list[str]) -> tuple[int, dict[str, str], dict[str, dict[str, float]]]:
-    """`dvc repro --pull`, its output passed through; each stage's fate as DVC printed it, and when."""
+    """`dvc repro`, its output passed through; each stage's fate as DVC printed it, and when. Not
+    `--pull`: DVC 3 then skips a stage whose uncached outs are missing ("Pulling data for stage"),
+    so a clone never trained train_single; `dvc pull --run-cache` before it fetched what repro restores."""
     stages: dict[str, str] = {}
     times: dict[str, dict[str, float]] = {}
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        dvc("repro", "--pull", *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        dvc("repro", *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -96,7 +99,7 @@ def repro_parallel(
     stages: dict[str, str] = {}
 
     def start(stage: str) -> subprocess.Popen[str]:
-        cmd = dvc("--wait-for-lock", "repro", "--pull", "-s", stage)
+        cmd = dvc("--wait-for-lock", "repro", "-s", stage)
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def on_line(stage: str, line: str) -> None:
@@ -146,10 +149,28 @@ def timed_stages(params_path: str) -> tuple[set[str], set[str] | None]:
     return {"scaling", *TRAININGS}, GPU_STAGES
 
 
+def missing_outs(lock: Path = Path("dvc.lock")) -> set[str]:
+    """Stages of dvc.lock with an out absent from the checkout: what a pull may restore."""
+    if not lock.is_file():
+        return set()
+    stages = (load_pipeline(lock, aliases=False) or {}).get("stages") or {}
+    return {
+        name
+        for name, body in stages.items()
+        if any(not Path(o["path"]).exists() for o in (body or {}).get("outs") or [] if isinstance(o, dict))
+    }
+
+
+def restored_by_pull(stages: dict[str, str], missing: set[str]) -> dict[str, str]:
+    """A stage DVC found up to date whose outs the pull brought: restored from the run cache, not unchanged."""
+    return {s: "restored" if how == "unchanged" and s in missing else how for s, how in stages.items()}
+
+
 def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
     remote = default_remote()
     pulled = False
+    missing = missing_outs()
     if pull and remote:
         print(f"repro: pulling the run cache from {remote}", flush=True)
         pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
@@ -159,6 +180,8 @@ def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
         code, stages, times = repro_parallel(targets, jobs, timed_stages("params.yaml"))
     else:
         code, stages, times = repro(targets)
+    if pulled:  # dvc pull checked the cached outs out: DVC then calls their stages unchanged
+        stages = restored_by_pull(stages, missing)
     record: dict[str, Any] = {
         "format": FORMAT,
         "started_at": started,

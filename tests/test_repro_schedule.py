@@ -83,3 +83,19 @@ def test_nothing_new_starts_after_a_failure_and_the_running_finish() -> None:
 )
 def test_dvc_lines_name_the_stage_and_what_was_done(line: str, want: tuple[str, str] | None) -> None:
     assert stage_of(line) == want
+
+
+def test_a_stage_whose_outs_the_pull_brought_is_restored_not_unchanged(tmp_path, monkeypatch) -> None:
+    from pipeline.repro import missing_outs, restored_by_pull
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.txt").write_text("x")
+    (tmp_path / "dvc.lock").write_text(
+        "schema: '2.0'\nstages:\n  a:\n    outs:\n    - path: here.txt\n  b:\n    outs:\n    - path: gone\n"
+        "  c:\n    cmd: x\n"
+    )
+    missing = missing_outs()
+    assert missing == {"b"}
+    seen = {"a": "unchanged", "b": "unchanged", "c": "ran"}
+    assert restored_by_pull(seen, missing) == {"a": "unchanged", "b": "restored", "c": "ran"}
+    assert restored_by_pull({"b": "ran"}, missing) == {"b": "ran"}  # control: a stage that ran stays ran
