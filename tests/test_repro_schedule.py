@@ -99,3 +99,17 @@ def test_a_stage_whose_outs_the_pull_brought_is_restored_not_unchanged(tmp_path,
     seen = {"a": "unchanged", "b": "unchanged", "c": "ran"}
     assert restored_by_pull(seen, missing) == {"a": "unchanged", "b": "restored", "c": "ran"}
     assert restored_by_pull({"b": "ran"}, missing) == {"b": "ran"}  # control: a stage that ran stays ran
+
+
+def test_a_missing_uncached_out_names_its_stage(tmp_path, monkeypatch) -> None:
+    from pipeline.repro import uncached_missing
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  fresh:\n    cmd: x\n    outs:\n    - runs/single/m.json:\n        cache: false\n"
+        "  cached:\n    cmd: y\n    outs:\n    - gone.txt\n"
+    )
+    assert uncached_missing() == ["fresh"]  # a cached out that is missing is the pull's to restore
+    (tmp_path / "runs/single").mkdir(parents=True)
+    (tmp_path / "runs/single/m.json").write_text("{}")
+    assert uncached_missing() == []  # control: present, nothing to run again
