@@ -95,13 +95,13 @@ def close_last(times: dict[str, dict[str, float]], now: float) -> None:
 
 
 def repro_parallel(
-    targets: list[str], jobs: int, timed: tuple[set[str], set[str] | None]
+    targets: list[str], jobs: int, timed: tuple[set[str], set[str] | None], pull: bool = True
 ) -> tuple[int, dict[str, str], dict]:
     """Independent stages side by side (pipeline/schedule.py), each its own `dvc repro -s`."""
     stages: dict[str, str] = {}
 
     def start(stage: str) -> subprocess.Popen[str]:
-        cmd = dvc("--wait-for-lock", "repro", "--pull", "-s", stage)
+        cmd = dvc("--wait-for-lock", "repro", *(["--pull"] if pull else []), "-s", stage)
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def on_line(stage: str, line: str) -> None:
@@ -198,14 +198,18 @@ def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
         if not pulled:
             print(f"repro: warning: dvc pull --run-cache from {remote} failed: every stage runs here")
     code, stages, times = 0, {}, {}
-    for stage in [] if targets else uncached_missing():  # its upstream first (pulled), then it, here
+    # --pull only where a pull brought something to fetch; then a stage with missing uncached outs
+    # goes first: its upstream (pulled), then the stage alone, here
+    for stage in [] if targets or not pulled else uncached_missing():
         for args, pull_outs in (([stage], True), (["-s", stage], False)):
             if code == 0:
                 code, ran, took = repro(args, pull=pull_outs)
                 stages, times = {**stages, **ran}, {**times, **took}
     if code == 0:
         code, more, took = (
-            repro_parallel(targets, jobs, timed_stages("params.yaml")) if jobs > 1 else repro(targets)
+            repro_parallel(targets, jobs, timed_stages("params.yaml"), pulled)
+            if jobs > 1
+            else repro(targets, pulled)
         )
         # a stage that ran in a first pass is "unchanged" in the last one: it ran here
         more = {s: "ran" if stages.get(s) == "ran" and h == "unchanged" else h for s, h in more.items()}
