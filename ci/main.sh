@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
-ci/in-env.sh python3 -m pipeline.repro
+ci/in-env.sh python3 -m pipeline.repro --jobs 2  # stages side by side; timed ones alone (docs/run-cache.md)
 rc=0
 ci/in-env.sh python3 -m gates check "$@" || rc=$?
 if [ "$rc" -eq 0 ]; then ci/in-env.sh python3 -m pipeline.repro push || echo "main: warning: the run cache was not shared"; fi
