@@ -37,7 +37,7 @@ class Records:
     """What provenance_picture reads: runs/env.json and each run's metrics.json, by path."""
 
     def __init__(self, runs: dict[str, dict[str, Any]], stages: set[str]) -> None:
-        self.files = {"runs/env.json": {"machine": MACHINE}} | {
+        self.files = {"runs/env.json": {"machine": MACHINE, "machine_hash": HERE}} | {
             f"runs/{k}/metrics.json": {"env": v} for k, v in runs.items()
         }
         self.lock = Lock(stages)
@@ -152,3 +152,25 @@ def test_the_page_time_is_the_time_it_took(tmp_path: Path, monkeypatch, capsys) 
     monkeypatch.setattr(html_report, "render", lambda *a: "<html>page</html>")
     cli.write_formats(formats(tmp_path, html="p.html"), REPORT, tmp_path, THRESHOLDS, {}, None)
     assert capsys.readouterr().err == "wrote p.html in 0.25s\n"
+
+
+def test_the_gate_names_each_run_made_elsewhere_and_refuses_a_forged_env_record() -> None:
+    from gates.judges.provenance import machine_problems
+    from gates.reading.artifacts import ArtifactError
+
+    a = Records(
+        {"single": run_env("e-s"), "proc": run_env("e-p", model_name="Other CPU")}, TRAINS - {"train@thread"}
+    )
+    other = facts_hash({**MACHINE, "cpu": {**MACHINE["cpu"], "model_name": "Other CPU"}})
+    assert machine_problems(a) == (
+        HERE,
+        [
+            f"runs/proc was made on machine {other} (e-p), this is {HERE}: a run restored from another "
+            "environment's cache (dvc repro -f train@proc)"
+        ],
+    )
+    a.files["runs/env.json"]["machine_hash"] = "0" * 8
+    with pytest.raises(
+        ArtifactError, match=rf"^runs/env.json: machine_hash 00000000, its facts hash to {HERE}$"
+    ):
+        machine_problems(a)

@@ -48,24 +48,35 @@ def uncached_problems(root: Path) -> list[str]:
     return [f"dvc.yaml: {FRESH} out {p} is cached: a run cache could restore it" for p in cached]
 
 
-def machine_problems(a: Artifacts) -> tuple[str, list[str]]:
-    """runs/env.json's recomputed machine hash, and each run made on another machine."""
+def this_machine(a: Artifacts) -> str:
+    """runs/env.json's machine hash, recomputed from its facts (a record that disagrees is an error)."""
     env = a.json(ENV, "env.schema.json", ENV_STAGE)
     here = facts_hash(env["machine"])
     if here != env["machine_hash"]:
         raise ArtifactError(f"{ENV}: machine_hash {env['machine_hash']}, its facts hash to {here}")
+    return here
+
+
+def run_machines(a: Artifacts) -> list[tuple[str, str, str, str]]:
+    """(launcher, stage, env_id, machine hash recomputed from the run's own facts) per training run."""
     out = []
     for launcher, stage in RUNS.items():
-        if not a.lock.in_pipeline(stage):
-            continue
-        env_of_run = a.json(f"runs/{launcher}/metrics.json", "metrics.schema.json", stage)["env"]
-        made = facts_hash(machine_facts(env_of_run["dispatch_facts"]))
-        if made != here:
-            out.append(
-                f"runs/{launcher} was made on machine {made} ({env_of_run['env_id']}), this is {here}: a run "
-                f"restored from another environment's cache (dvc repro -f {stage})"
-            )
-    return here, out
+        if a.lock.in_pipeline(stage):
+            env_of_run = a.json(f"runs/{launcher}/metrics.json", "metrics.schema.json", stage)["env"]
+            made = facts_hash(machine_facts(env_of_run["dispatch_facts"]))
+            out.append((launcher, stage, env_of_run["env_id"], made))
+    return out
+
+
+def machine_problems(a: Artifacts) -> tuple[str, list[str]]:
+    """This machine's hash, and each run made on another machine."""
+    here = this_machine(a)
+    return here, [
+        f"runs/{launcher} was made on machine {made} ({env_id}), this is {here}: a run restored from "
+        f"another environment's cache (dvc repro -f {stage})"
+        for launcher, stage, env_id, made in run_machines(a)
+        if made != here
+    ]
 
 
 def repro_record(root: Path) -> dict[str, Any] | None:
@@ -108,18 +119,12 @@ def provenance(a: Artifacts) -> Outcome:
 
 def provenance_picture(a: Artifacts, t: Thresholds) -> Picture:
     """Each run's machine (its facts' hash) beside this one's, recomputed as the gate does."""
-    env = a.json(ENV, "env.schema.json", ENV_STAGE)
-    here = facts_hash(env["machine"])
-    rows = []
-    for launcher, stage in RUNS.items():
-        if not a.lock.in_pipeline(stage):
-            continue
-        env_of_run = a.json(f"runs/{launcher}/metrics.json", "metrics.schema.json", stage)["env"]
-        made = facts_hash(machine_facts(env_of_run["dispatch_facts"]))
-        rows.append(
-            f"<tr class='{'ok' if made == here else 'bad'}'><td>runs/{launcher}</td><td><code>{escape(made)}</code>"
-            f"</td><td>{escape(env_of_run['env_id'])}</td><td>{'here' if made == here else 'ANOTHER MACHINE'}</td></tr>"
-        )
+    here = this_machine(a)
+    rows = [
+        f"<tr class='{'ok' if made == here else 'bad'}'><td>runs/{launcher}</td><td><code>{escape(made)}</code>"
+        f"</td><td>{escape(env_id)}</td><td>{'here' if made == here else 'ANOTHER MACHINE'}</td></tr>"
+        for launcher, _, env_id, made in run_machines(a)
+    ]
     if not rows:
         raise NoPicture("no training stage in this pipeline")
     html = (
