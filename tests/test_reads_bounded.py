@@ -172,6 +172,9 @@ def counts() -> Iterator[None]:
 @example(reader="example params", family="alias bomb", n=9, p=8, text="")
 @example(reader="example params", family="NaN", n=0, p=0, text="")
 @example(reader="example params", family="tab", n=0, p=0, text="")
+@example(
+    reader="example params", family="random text", n=0, p=0, text="1"
+)  # a scalar file (found by Hypothesis)
 @example(reader="example params", family="missing", n=0, p=0, text="")
 @example(reader="gates check, dvc.lock", family="deep YAML flow", n=4900, p=0, text="")
 @example(reader="gates check, dvc.yaml", family="alias bomb", n=9, p=8, text="")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from contracts import yamlfile
+from contracts.errors import clip
 from contracts.validate import ValidationError
 
 HERE = Path(__file__).resolve().parent
@@ -63,8 +64,10 @@ def check(p: Any, source: str) -> dict[str, Any]:
     def bad(key: str, problem: str) -> ParamsError:
         return ParamsError(f"error: {source}: {key}: {problem}")
 
-    if not isinstance(p, dict) or not _is(INT, p.get("seed")):
-        raise bad("seed", f"{(p or {}).get('seed')!r} is not an integer")
+    if not isinstance(p, dict):  # the file's whole text is one scalar or a list
+        raise bad("(top level)", f"{clip(repr(p), 60)} is not a mapping of sections")
+    if not _is(INT, p.get("seed")):
+        raise bad("seed", f"{p.get('seed')!r} is not an integer")
     for section, keys in SECTIONS.items():
         body = p.get(section)
         if not isinstance(body, dict):
