@@ -62,46 +62,20 @@ def stage_of(line: str) -> tuple[str, str] | None:
     return None
 
 
-def repro(targets: list[str], pull: bool = True) -> tuple[int, dict[str, str], dict[str, dict[str, float]]]:
-    """`dvc repro --pull` (outputs a run-cache entry names are fetched as it restores them), its output
-    passed through; each stage's fate as DVC printed it, and when."""
-    stages: dict[str, str] = {}
-    times: dict[str, dict[str, float]] = {}
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        dvc("repro", *(["--pull"] if pull else []), *targets),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        seen = stage_of(line)
-        if seen:
-            stages[seen[0]] = seen[1]
-            close_last(times, time.monotonic() - t0)
-            times[seen[0]] = {"start_s": round(time.monotonic() - t0, 2)}
-    code = proc.wait()
-    close_last(times, time.monotonic() - t0)
-    return code, stages, times
-
-
-def close_last(times: dict[str, dict[str, float]], now: float) -> None:
-    """The stage DVC reported last ends where the next begins (serial repro)."""
-    for t in times.values():
-        t.setdefault("wall_s", round(now - t["start_s"], 2))
-
-
 def repro_parallel(
-    targets: list[str], jobs: int, timed: tuple[set[str], set[str] | None], pull: bool = True
+    targets: list[str],
+    jobs: int,
+    timed: tuple[set[str], set[str] | None],
+    pull: bool = True,
+    here: frozenset[str] = frozenset(),
 ) -> tuple[int, dict[str, str], dict]:
-    """Independent stages side by side (pipeline/schedule.py), each its own `dvc repro -s`."""
+    """Each stage its own `dvc repro -s`, independent ones side by side up to `jobs` (pipeline/schedule.py);
+    the stages of `here` without --pull (see uncached_missing)."""
     stages: dict[str, str] = {}
 
     def start(stage: str) -> subprocess.Popen[str]:
-        cmd = dvc("--wait-for-lock", "repro", *(["--pull"] if pull else []), "-s", stage)
+        pulls = pull and stage not in here
+        cmd = dvc("--wait-for-lock", "repro", *(["--pull"] if pulls else []), "-s", stage)
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def on_line(stage: str, line: str) -> None:
@@ -166,8 +140,8 @@ def missing_outs(lock: Path = Path("dvc.lock")) -> set[str]:
 def uncached_missing(dvc_yaml: Path = Path("dvc.yaml")) -> list[str]:
     """Stages with a `cache: false` out absent here (train_single: fresh_train's run trains here). DVC
     3's `repro --pull` "pulls" such a stage's missing outs, which no remote holds, and skips it (found
-    by tests/test_e2e.py's two-clone test, 2026-12-02). So such a stage goes first: its upstream with
-    --pull, then the stage alone without it; the whole pipeline after."""
+    by tests/test_e2e.py's two-clone test, 2026-12-02). So such a stage's `dvc repro -s` goes without
+    --pull; its upstream is pulled as usual."""
     if not dvc_yaml.is_file():
         return []
     stages = (load_pipeline(dvc_yaml, aliases=True) or {}).get("stages") or {}
@@ -197,23 +171,10 @@ def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
         pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
         if not pulled:
             print(f"repro: warning: dvc pull --run-cache from {remote} failed: every stage runs here")
-    code, stages, times = 0, {}, {}
-    # --pull only where a pull brought something to fetch; then a stage with missing uncached outs
-    # goes first: its upstream (pulled), then the stage alone, here
-    for stage in [] if targets or not pulled else uncached_missing():
-        for args, pull_outs in (([stage], True), (["-s", stage], False)):
-            if code == 0:
-                code, ran, took = repro(args, pull=pull_outs)
-                stages, times = {**stages, **ran}, {**times, **took}
-    if code == 0:
-        code, more, took = (
-            repro_parallel(targets, jobs, timed_stages("params.yaml"), pulled)
-            if jobs > 1
-            else repro(targets, pulled)
-        )
-        # a stage that ran in a first pass is "unchanged" in the last one: it ran here
-        more = {s: "ran" if stages.get(s) == "ran" and h == "unchanged" else h for s, h in more.items()}
-        stages, times = {**stages, **more}, {**times, **took}
+    # --pull only where a pull brought something to fetch, and never for a stage with missing uncached
+    # outs (uncached_missing): each stage is its own `dvc repro -s`, so that one goes without it
+    here = frozenset(uncached_missing() if pulled else ())
+    code, stages, times = repro_parallel(targets, jobs, timed_stages("params.yaml"), pulled, here)
     if pulled:  # dvc pull checked the cached outs out: DVC then calls their stages unchanged
         stages = restored_by_pull(stages, missing)
     record: dict[str, Any] = {
@@ -260,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     outputs.output_flag(
         ap.add_argument("--out", default=OUT, help=f"the record of what was reused (default {OUT})"), RECORD
     )
-    ap.add_argument("--jobs", type=int, default=1, help="stages side by side (1: one dvc repro)")
+    ap.add_argument("--jobs", type=int, default=1, help="stages side by side (1: one at a time)")
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs {args.jobs}: must be >= 1")

@@ -134,8 +134,9 @@ def run_mutmut(work: Path, mutants: list[str]) -> int:
         "PYTHONDONTWRITEBYTECODE": "1",
         "HYPOTHESIS_PROFILE": "judge-mutation",
         "JUDGE_MUTATION_WORK": str(work),  # where the plugin keeps the gate tree it built once
-        # tests/judge_mutation_plugin.py; the code under test comes first anyway (mutmut, tests/conftest.py)
-        "PYTHONPATH": str(work / "tests"),
+        # tests/judge_mutation_plugin.py; the code under test comes first anyway (mutmut, tests/conftest.py);
+        # an offline runner's wheelhouse stays behind it
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(work / "tests"), os.environ.get("PYTHONPATH")])),
     }
     print("+", " ".join(cmd), f"(in {work})", flush=True)
     return subprocess.run(cmd, cwd=work, env=env).returncode
