@@ -159,7 +159,7 @@ def _exact(
     m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None, choice: goldens.Choice
 ) -> Outcome:
     got, want, steps = _pairs(m, g)
-    diff = list(EXACT.judge(got, want, steps).out)
+    diff = list(EXACT.judge(got, want).out)  # positions are steps: _pairs pairs steps 0..n-1
     vals = _val_pairs(m, g)
     val_diff = list(
         EXACT.judge([x for _, x, _ in vals], [y for _, _, y in vals], [s for s, _, _ in vals]).out
@@ -264,9 +264,9 @@ def _approx_outs(
     val loss within eval_rtol and the final val loss within final_val_atol: other GPU kernels reorder
     sums, and in bf16 equivalent reorderings part chaotically after ~20 steps (docs/verdicts.md),
     so a whole-trajectory rtol loose enough for them (Megatron's 0.05) also passes an lr change."""
-    k = len(got) if tier.prefix_steps is None else tier.prefix_steps
+    k = tier.prefix_steps  # None: every train loss
     loss = tier.loss.judge(got[:k], want[:k])
-    judged = vals if tier.prefix_steps is None else [v for v in vals[:1] if v[0] == 0]
+    judged = vals if k is None else [v for v in vals if v[0] == 0]  # eval steps are distinct (refuse)
     val_out = [(s, rel_diff(x, y)) for s, x, y in judged if not tier.val.within(x, y)]
     if tier.final_val is not None and vals and not tier.final_val.within(vals[-1][1], vals[-1][2]):
         val_out.append((vals[-1][0], abs(vals[-1][1] - vals[-1][2])))  # NaN is out too
@@ -315,7 +315,7 @@ def _unblessed_picture(m: dict[str, Any], reason: str) -> Picture:
     from gates.judges import plots
 
     fig, (ax,) = plots.figure(height=2.6)
-    ax.plot(range(len(m["train_loss"])), m["train_loss"], lw=1, label="this run")
+    ax.plot(m["train_loss"], lw=1, label="this run")  # x: the position, which is the step
     ev = [e for e in m["eval"] if math.isfinite(e["loss"])]
     ax.plot([e["step"] for e in ev], [e["loss"] for e in ev], "s", mfc="none", color="#6a1b9a", label="eval")
     ax.set_xlabel("step")
@@ -334,7 +334,7 @@ def _steps_out(choice: goldens.Choice, tier: ApproxTier, got: list[float], want:
     """The positions the gate's tolerance puts out: any difference (exact), or out of the judged prefix."""
     if choice.tier == "exact":
         return list(EXACT.judge(got, want).out)
-    k = len(got) if tier.prefix_steps is None else tier.prefix_steps
+    k = tier.prefix_steps  # None: every one
     return list(tier.loss.judge(got[:k], want[:k]).out)
 
 
