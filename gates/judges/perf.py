@@ -108,6 +108,11 @@ def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str
         if b is None:
             notes.append(f"{why_not}: not judged (bless a new baseline: {BLESS})")
             continue
+        if len(b.peaks) != b.world:  # the run's ranks are checked above (expect); the baseline's here
+            raise ArtifactError(
+                f"{base.path.relative_to(a.root)}: stages.{launcher}.perf.peak_memory.per_rank: "
+                f"{len(b.peaks)} ranks for world {b.world} (bless a new baseline: {BLESS})"
+            )
         verdicts.append((launcher, *check(run, b, profile)))
     return combine(verdicts, notes, f"baseline {env_id} v{base.version}")
 
