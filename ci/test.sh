@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
+ci/browser.sh  # Debian's chromium for the real-browser test of the HTML report
 exec ci/in-env.sh python3 -m pytest -n auto --dist loadgroup "$@"
