@@ -201,6 +201,14 @@ def test_read_safetensors_gives_dtype_shape_and_the_exact_bytes(tmp_path: Path, 
     }
 
 
+def test_read_safetensors_reads_the_header_length_unsigned(tmp_path: Path) -> None:
+    """A corrupt length with the top bit set is refused, not read as a negative slice that parses."""
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(struct.pack("<Q", 2**64 - 3) + b"{}abc")  # signed, -3 would slice out b"{}"
+    with pytest.raises(json.JSONDecodeError, match="Extra data"):
+        read_safetensors(path)
+
+
 def test_field_gives_contents_or_none(tmp_path: Path) -> None:
     reader = gguf.GGUFReader(write_gguf_export(tmp_path) / "model.gguf")
     assert _field(reader, "qwen3.block_count") == 1
