@@ -9,6 +9,7 @@ showing the diff from the previous version. env_id is the first present stage's 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def read_stages(runs: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def summary(stage: dict[str, Any]) -> str:
     p = stage_perf(stage)
-    med, spread = median_spread(p.rates) if p.rates else (float("nan"), float("nan"))
+    med, spread = median_spread(p.rates) if p.rates else (math.nan, math.nan)
     return f"{med:,.0f} tok/s (spread {100 * spread:.0f}%), peak {max(p.peaks) / 2**20:,.0f} MiB"
 
 
