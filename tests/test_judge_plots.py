@@ -23,9 +23,9 @@ BLUE = "#1565c0"
 
 @pytest.fixture(autouse=True)
 def odd_defaults():
-    """Line defaults unlike matplotlib's (6 pt markers, 1.5 pt lines): a size the helper sets stays
-    what it set, and one it leaves to the defaults shows as 2 or 0.5, so a dropped size is seen."""
-    with plt.rc_context({"lines.markersize": 2.0, "lines.linewidth": 0.5}):
+    """Line defaults unlike matplotlib's (6 pt markers, 1.5 pt solid lines): what the helper sets stays
+    what it set, and what it leaves to the defaults shows as 2, 0.5 or dotted, so a dropped one is seen."""
+    with plt.rc_context({"lines.markersize": 2.0, "lines.linewidth": 0.5, "lines.linestyle": ":"}):
         yield
 
 
@@ -136,7 +136,7 @@ def test_log_limit_plot_marks_every_value_at_or_over_the_limit_and_returns_the_f
     (note,) = ax.texts
     assert (note.get_text(), note.xy, note.get_color()) == ("first over: 3", (3, 1e-2), "#c62828")
     assert (note.xyann, note.anncoords) == ((6, -12), "offset points")
-    assert ax.get_ylim() == pytest.approx((1e-12 / 3, top * 3), rel=1e-12)
+    assert ax.get_ylim() == pytest.approx((1e-12 / 3, top * 3), rel=1e-12, abs=0)
     assert ax.get_yscale() == "log" and ax.get_legend() is not None
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["diff", "limit 0.01", "over the limit"]
     plt.close(fig)
@@ -146,7 +146,7 @@ def test_log_limit_plot_below_the_limit_marks_nothing() -> None:
     fig, (ax,) = plots.figure()
     assert plots.log_limit_plot(ax, [0.5, 1.5], [2.0, 9.99], 10.0, "a", "b") is None
     assert len(ax.get_lines()) == 2 and not ax.texts
-    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 300.0), rel=1e-12)  # top from the limit
+    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 300.0), rel=1e-12, abs=0)  # top from the limit
     plt.close(fig)
 
 
@@ -157,7 +157,7 @@ def test_log_limit_plot_top_follows_the_largest_finite_value_and_nan_is_over() -
     assert list(curve.get_ydata()) == [1.0, 50.0, 500.0]
     assert list(crosses.get_xdata()) == [2, 3]
     assert ax.texts[0].get_text() == "first over: 2" and ax.texts[0].xy == (2, 50.0)
-    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 1500.0), rel=1e-12)
+    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 1500.0), rel=1e-12, abs=0)
     plt.close(fig)
 
 
@@ -193,7 +193,7 @@ def test_bars_against_limit_are_green_below_and_red_at_or_over() -> None:
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d", "e"]
     (limit,) = ax.get_lines()
     assert line_of(limit)[1:] == ([1e-2, 1e-2], "#ef6c00", "--", "None", 1.2, 2.0, "atol 0.01")
-    assert ax.get_yscale() == "log" and ax.get_ylim() == pytest.approx((base, top * 3), rel=1e-12)
+    assert ax.get_yscale() == "log" and ax.get_ylim() == pytest.approx((base, top * 3), rel=1e-12, abs=0)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["atol 0.01"]
     plt.close(fig)
 
@@ -205,7 +205,7 @@ def test_a_negative_control_bar_is_green_only_at_or_over_the_limit() -> None:
     )
     ok, bad = to_rgba("#2e7d32"), to_rgba("#c62828")
     assert [c for _, _, c in bars(ax)] == [ok, ok, bad]
-    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 300.0), rel=1e-12)
+    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 300.0), rel=1e-12, abs=0)
     plt.close(fig)
 
 
@@ -220,7 +220,7 @@ def test_bars_top_follows_the_largest_finite_value() -> None:
     fig, (ax,) = plots.figure()
     plots.bars_against_limit(ax, ["a", "b"], [40.0, INF], 1.0, "l")
     assert [h for _, h, _ in bars(ax)] == [40.0, 400.0]
-    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 1200.0), rel=1e-12)
+    assert ax.get_ylim() == pytest.approx((1e-12 / 3, 1200.0), rel=1e-12, abs=0)
     plt.close(fig)
 
 
@@ -236,6 +236,28 @@ def test_agreement_grid_is_green_where_true_red_where_false() -> None:
         "nearest",
         "auto",
     )
+    assert not any(g.get_visible() for g in ax.xaxis.get_gridlines() + ax.yaxis.get_gridlines())
+    plt.close(fig)
+
+
+def test_agreement_grid_colours_are_fixed_even_when_every_cell_agrees_or_none_does() -> None:
+    fig, (ax,) = plots.figure()
+    plots.agreement_grid(ax, [[True, True]])
+    (img,) = ax.get_images()
+    assert (img.norm.vmin, img.norm.vmax) == (0, 1)
+    assert to_rgba(img.to_rgba(img.get_array())[0][0]) == to_rgba("#2e7d32")
+    plt.close(fig)
+    fig, (ax,) = plots.figure()
+    plots.agreement_grid(ax, [[False], [False]])
+    img = ax.get_images()[0]
+    assert (img.norm.vmin, img.norm.vmax) == (0, 1)
+    assert to_rgba(img.to_rgba(img.get_array())[1][0]) == to_rgba("#c62828")
+    plt.close(fig)
+
+
+def test_agreement_grid_has_no_grid_on_any_axes() -> None:
+    fig, ax = plt.subplots()  # matplotlib's default: no grid (figure() turns it on)
+    plots.agreement_grid(ax, [[True]])
     assert not any(g.get_visible() for g in ax.xaxis.get_gridlines() + ax.yaxis.get_gridlines())
     plt.close(fig)
 
@@ -272,3 +294,10 @@ def test_to_svg_is_the_same_bytes_as_matplotlib_with_the_fixed_salt() -> None:
     assert svg == want[want.index("<svg") :]
     assert re.findall(r'<clipPath id="p[0-9a-f]{10}">', svg)  # ids hashed with the salt, so it is compared
     assert svg == plots.to_svg(drawn_figure())  # the same data, the same bytes
+
+
+def test_bars_without_a_bar_still_span_the_floor_to_the_limit() -> None:
+    fig, (ax,) = plots.figure()
+    plots.bars_against_limit(ax, [], [], 1.0, "l")
+    assert not ax.patches and ax.get_ylim() == pytest.approx((1e-12 / 3, 30.0), rel=1e-12, abs=0)
+    plt.close(fig)

@@ -336,3 +336,10 @@ def test_floor_problems_print_the_spread_in_percent() -> None:
     assert floor_problems(t, {2: 1.5}) == [
         "thread world 2: speedup 1.00x below floor 1.50x (10 tok/s, spread 90%)"
     ]
+
+
+def test_the_caption_names_every_missing_world(tmp_path: Path, drawn) -> None:
+    s = measured_table({"thread": {1: W1}, "proc": {1: W1, 2: W2, 4: W2}}, [1, 2, 4])
+    profiles = {"cpu": {"floors": {"2": 1.5}, "band": 0.25, "max_spread": 0.5}}
+    pic = sc.scaling_picture(tree(tmp_path, s).artifacts(), {"scaling": profiles})
+    assert pic.caption == CAPTION + " Missing from the table: thread world 2, thread world 4."
