@@ -79,7 +79,10 @@ def recompute(s: dict[str, Any]) -> tuple[Table, list[str]]:
             }
             table[launcher][int(w)] = fig
             for key, value in fig.items():
-                if not math.isclose(r[key], value, rel_tol=1e-9, abs_tol=1e-12):
+                close = math.isclose(  # pragma: no mutate -- equivalent: rel_tol=1e-9 is the default
+                    r[key], value, rel_tol=1e-9, abs_tol=1e-12
+                )
+                if not close:
                     wrong.append(
                         f"{launcher} world {w}: {key} {r[key]:.6g} claimed, the windows give {value:.6g}"
                     )
@@ -209,8 +212,8 @@ def _throughput_panel(ax: Any, s: dict[str, Any]) -> list[str]:
         rows = [by_world[str(w)] for w in worlds]
         tps = [r["tokens_per_s"] for r in rows]
         # max(0, ...): a hand-edited table may put tokens/s outside its windows; draw it, don't fail
-        low = [max(0.0, t - min(r["windows"], default=t)) for t, r in zip(tps, rows, strict=True)]
-        high = [max(0.0, max(r["windows"], default=t) - t) for t, r in zip(tps, rows, strict=True)]
+        low = [max(0.0, r["tokens_per_s"] - min(r["windows"], default=r["tokens_per_s"])) for r in rows]
+        high = [max(0.0, max(r["windows"], default=r["tokens_per_s"]) - r["tokens_per_s"]) for r in rows]
         ax.errorbar(worlds, tps, yerr=[low, high], marker="o", capsize=3, label=launcher)
     ax.set_xlabel("world (ranks)")
     ax.set_ylabel("tokens/s (faster half's median)")
@@ -231,12 +234,11 @@ def scaling_picture(a: Artifacts, t: Thresholds) -> Picture:
     fig, (left, right) = plots.figure(1, 2, height=2.9)
     missing = _throughput_panel(left, s)
     for launcher, by_world in sorted(s["results"].items()):
-        worlds = sorted(int(w) for w in by_world)
-        speedups = [by_world[str(w)]["speedup"] for w in worlds]
-        right.plot(worlds, speedups, "o-", label=launcher)
-        low = [(w, x) for w, x in zip(worlds, speedups, strict=True) if w in floors and x < floors[w]]
+        points = [(w, by_world[str(w)]["speedup"]) for w in sorted(int(w) for w in by_world)]
+        right.plot([w for w, _ in points], [x for _, x in points], "o-", label=launcher)
+        low = [(w, x) for w, x in points if w in floors and x < floors[w]]
         if low:
-            right.plot(*zip(*low, strict=True), "x", color=plots.BAD, ms=10, mew=2)
+            right.plot([w for w, _ in low], [x for _, x in low], "x", color=plots.BAD, ms=10, mew=2)
     right.plot(
         sorted(floors),
         [floors[w] for w in sorted(floors)],
