@@ -303,3 +303,19 @@ def proc_runs(tiny_data: TinyData, tmp_path_factory: pytest.TempPathFactory):
     from proc_runs import ProcRuns
 
     return ProcRuns(tiny_data, tmp_path_factory.mktemp("proc-runs"))
+
+
+@pytest.fixture()
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The figures a gate's picture drew (plots.to_svg replaced: the figure, not its bytes, is under
+    test); the judge's unit tests read lines, bars and text from them."""
+    from gates.judges import plots
+
+    figures: list = []
+
+    def keep(fig) -> str:
+        figures.append(fig)
+        return "<svg/>"
+
+    monkeypatch.setattr(plots, "to_svg", keep)
+    return figures

@@ -165,21 +165,6 @@ def test_a_non_finite_summary_diff_of_either_engine_is_measured_as_nan(tmp_path:
 # -- the picture ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture()
-def drawn(monkeypatch):
-    """The figure closed_loop_picture drew (to_svg replaced: the figure, not its bytes, is under test)."""
-    from gates.judges import plots
-
-    figures: list = []
-
-    def keep(fig) -> str:
-        figures.append(fig)
-        return "<svg/>"
-
-    monkeypatch.setattr(plots, "to_svg", keep)
-    return figures
-
-
 def bars(ax) -> list[float]:
     return [p.get_height() for p in ax.patches]
 

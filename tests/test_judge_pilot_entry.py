@@ -352,19 +352,6 @@ def test_each_cell_is_a_gate_that_judges_with_the_pilot_thresholds(tmp_path: Pat
 # -- the picture -----------------------------------------------------------------------------------------
 
 
-@pytest.fixture()
-def drawn(monkeypatch):
-    """The figures the picture drew (to_svg replaced: the figure, not its bytes, is under test)."""
-    figures: list = []
-
-    def keep(fig) -> str:
-        figures.append(fig)
-        return "<svg/>"
-
-    monkeypatch.setattr(plots, "to_svg", keep)
-    return figures
-
-
 def picture(
     root: Path, runs: dict[tuple[str, str], Any], cell: str, max_rel: float = 1e-3, params: Any = CPU
 ):

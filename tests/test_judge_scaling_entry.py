@@ -43,20 +43,6 @@ def tree(root: Path, s: dict) -> Tree:
     return t
 
 
-@pytest.fixture()
-def drawn(monkeypatch) -> list:
-    from gates.judges import plots
-
-    figures: list = []
-
-    def keep(fig) -> str:
-        figures.append(fig)
-        return "<svg/>"
-
-    monkeypatch.setattr(plots, "to_svg", keep)
-    return figures
-
-
 def test_the_gate_runs_the_verdict_on_the_profiles_of_its_thresholds(tmp_path: Path) -> None:
     o = sc.GATE.run(tree(tmp_path, table()).artifacts(), {"scaling": PROFILES})
     assert (o.status, o.measured, o.threshold) == ("pass", "proc 1.90x thread 1.90x @2", THRESHOLD)

@@ -311,19 +311,6 @@ def test_an_unrecorded_train_mode_is_named_as_not_applied_on_the_outcome() -> No
 # -- the pictures ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture()
-def drawn(monkeypatch):
-    """The figures the pictures drew (to_svg replaced: the figure, not its bytes, is under test)."""
-    figures: list = []
-
-    def keep(fig) -> str:
-        figures.append(fig)
-        return "<svg/>"
-
-    monkeypatch.setattr(plots, "to_svg", keep)
-    return figures
-
-
 def test_the_cross_rank_picture_draws_one_bar_per_rank_in_rank_order(tmp_path: Path, drawn) -> None:
     m = ranks(record(launcher="proc"), (0.0, 1.0), (2e-6, 1.0), (5e-7, 1.0))
     m["cross_rank"]["per_rank"].reverse()
