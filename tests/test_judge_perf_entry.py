@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_judge_training import record
 
 from conftest import REPO
 from contracts.perf_record import StagePerf, shift_ci, stage_perf
@@ -73,30 +74,16 @@ def stage(launcher: str, seconds=(1.0, 1.0, 1.0, 1.0), peak: int = 100 * MIB, **
 def metrics(launcher: str, **perf_changes: Any) -> dict:
     """runs/<launcher>/metrics.json: a record consistent with itself, with the perf fields of stage()."""
     base = stage(launcher, **perf_changes)
-    world = base["world"]
-    return {
-        "launcher": launcher,
-        "world": world,
-        "device": "cpu",
-        "env": {"env_id": base["env_id"]},
-        "config": copy.deepcopy(CONFIG),
-        "config_hash": base["config_hash"],
-        "tokens_per_step": 10,
-        "perf": base["perf"],
-        "steps": 4,
-        "train_loss": [4.0, 3.5, 3.0, 2.5],
-        "grad_norm": [1.0] * 4,
-        "lr": [0.1] * 4,
-        "samples": {"count": [8] * 4, "hash_sum": [1] * 4, "dropout_hash_sum": [0] * 4},
-        "eval": [{"step": 0, "loss": 4.5}, {"step": 2, "loss": 3.5}, {"step": 4, "loss": 2.0}],
-        "n_params": 1000,
-        "cross_rank": {
-            "max_abs_diff": 0.0,
-            "per_rank": [{"rank": r, "max_abs_diff": 0.0, "param_sum": 12.5} for r in range(world)],
-        },
-        "eval_mode_steps": [],
-        "determinism": {},
-    }
+    return record(
+        base["world"],
+        launcher,
+        device="cpu",
+        env={"env_id": base["env_id"]},
+        config=copy.deepcopy(CONFIG),
+        config_hash=base["config_hash"],
+        tokens_per_step=10,
+        perf=base["perf"],
+    )
 
 
 class Runs:
