@@ -76,12 +76,11 @@ def rank_body(
     With profile_steps, that many more steps follow the windows; rank 0 profiles them (step_profile)."""
     import dataclasses
 
-    import torch
-
     from xtrain.bench.remeasure import remeasure
     from xtrain.bench.step_profile import profile_step, run_steps
     from xtrain.bench.throughput import harness_step, time_window
     from xtrain.core.data import TokenData
+    from xtrain.core.determinism import compile_module
     from xtrain.core.model import build_model
     from xtrain.core.optim import build_optimizer
     from xtrain.core.train import flat_grads
@@ -91,7 +90,7 @@ def rank_body(
     data = TokenData.load(spec.tokens_path, comm.device)
     module = comm.wrap(model)
     if t.compile:
-        module = torch.compile(module, mode=t.compile_mode)
+        module = compile_module(module, t.compile_mode)
     opt = build_optimizer(model, t)
     step = slowed(
         harness_step(model, opt, data, t, module, comm, flat_grads(model, comm)), comm.device, spec.launcher

@@ -181,7 +181,7 @@ def bench_config(
     for loop in ("xtrain", "plain"):
         model = build_model(mcfg, 0, device).train()
         opt = build_optimizer(model, t)
-        module = torch.compile(model, mode=t.compile_mode) if t.compile else model
+        module = determinism.compile_module(model, t.compile_mode) if t.compile else model
         loops[loop] = (
             harness_step(model, opt, tokens, t, module, SingleComm(device))
             if loop == "xtrain"

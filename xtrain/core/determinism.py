@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import os
 import random
+import sys
 from collections.abc import Iterator
 
 import torch
@@ -56,14 +57,40 @@ def configure(deterministic: bool, device_type: str) -> dict[str, object]:
             applied["sdpa_backends"] = "flash, efficient, math (cudnn off: non-deterministic backward)"
         # Strict on every device: an op without a deterministic kernel stops the run with its name
         # rather than silently moving the bits a golden's exact tier relies on.
-        torch.use_deterministic_algorithms(True)
+        set_deterministic_kernels(True)
     else:
-        torch.use_deterministic_algorithms(False)
+        set_deterministic_kernels(False)
     if device_type == "cuda":
         # Full fp32 matmuls for fp32 tensors: TF32 would make fp32 runs differ from CPU references.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     return applied
+
+
+def set_deterministic_kernels(mode: bool) -> None:
+    """torch.use_deterministic_algorithms(mode) without importing torch._dynamo in eager processes.
+
+    The public call also sets inductor's `deterministic` flag, and importing inductor's config pulls in
+    dynamo: ~3 CPU-s per process on a 2-core Xeon, as much again as `import torch`, paid by every rank
+    and stage. Eager kernels read only the dispatcher flag; inductor is told by `compile_module`.
+    """
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:  # a torch without the private setter: the public call, whatever it costs
+        torch.use_deterministic_algorithms(mode)
+        return
+    setter(mode, warn_only=False)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:  # already imported (a compiled model in this process): keep it in step
+        inductor.deterministic = mode
+
+
+def compile_module(module: torch.nn.Module, mode: str) -> torch.nn.Module:
+    """torch.compile, with inductor told the determinism setting the eager kernels run under."""
+    torch.use_deterministic_algorithms(
+        torch.are_deterministic_algorithms_enabled(),
+        warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    return torch.compile(module, mode=mode)  # type: ignore[return-value]
 
 
 def threads_per_rank(cpu_threads: int, ranks_on_host: int) -> int:

@@ -30,7 +30,7 @@ from xtrain.core import failpoints
 from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.core.comm import Communicator, FlatGrads
 from xtrain.core.data import TokenData, eval_batches, step_batch
-from xtrain.core.determinism import derive_seed
+from xtrain.core.determinism import compile_module, derive_seed
 from xtrain.core.fingerprint import StepLedger
 from xtrain.core.model import Transformer
 from xtrain.core.optim import build_optimizer, lr_at, set_lr
@@ -425,7 +425,7 @@ def build_trainer(comm: Communicator, model: Transformer, data: TokenData, spec:
     model.train()
     module = comm.wrap(model)
     if t.compile:
-        module = torch.compile(module, mode=t.compile_mode)
+        module = compile_module(module, t.compile_mode)
     grads = flat_grads(model, comm)
     failpoint = failpoints.step_failpoint(comm.rank, spec.run_dir)
     opt = build_optimizer(model, t)
