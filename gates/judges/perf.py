@@ -25,6 +25,7 @@ from registry.store import Entry, Registry, RegistryError
 
 MIN_WINDOWS = 3  # fewer steady windows cannot show their own spread
 BLESS = "python -m registry bless --perf --reason '...'"
+GREY = "#9e9e9e"  # the baseline's median in the throughput picture
 
 
 def run_stages(a: Artifacts) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -218,7 +219,7 @@ def perf_picture(a: Artifacts, t: Thresholds, memory: bool) -> Picture:
     runs, base = _perf_stages(a)
     device = next(iter(runs.values()))["device"]
     limits = t["perf"][device]
-    fig, (ax,) = plots.figure(1, 1, height=2.8)
+    fig, (ax,) = plots.figure(height=2.8)
     names = list(runs)
     for i, launcher in enumerate(names):
         run = stage_perf(runs[launcher])
@@ -231,7 +232,7 @@ def perf_picture(a: Artifacts, t: Thresholds, memory: bool) -> Picture:
                 ax.hlines(top, i - 0.3, i + 0.3, color=plots.LIMIT, lw=2, label="limit" if i == 0 else None)
             else:
                 med, _ = median_spread(ref.rates)
-                ax.hlines(med, i - 0.3, i + 0.3, color="#9e9e9e", lw=3, label="baseline" if i == 0 else None)
+                ax.hlines(med, i - 0.3, i + 0.3, color=GREY, lw=3, label="baseline" if i == 0 else None)
                 ax.hlines(
                     med * (1 - limits["slowdown"]),
                     i - 0.3,

@@ -36,9 +36,7 @@ def unpaired(got: dict[str, Any], ref: dict[str, Any], run: str, reference: str)
     """Both trajectories as they are, when no step-by-step difference can be drawn."""
     fig, (ax,) = plots.figure(height=2.6)
     for m, name in ((ref, reference), (got, run)):
-        ax.plot(
-            range(len(m["train_loss"])), m["train_loss"], lw=1, label=f"{name} ({len(m['train_loss'])} steps)"
-        )
+        ax.plot(m["train_loss"], lw=1, label=f"{name} ({len(m['train_loss'])} steps)")  # x: the step index
     ax.set_xlabel("step")
     ax.set_ylabel("train loss (nats/token)")
     ax.set_title(f"runs/{run} vs runs/{reference}: not comparable step by step")
@@ -68,11 +66,11 @@ def rel_panel(
         if e["step"] in ev_ref and e["step"] <= n
     ]
     if ev:
-        low, high = ax.get_ylim()
+        high = ax.get_ylim()[1]
         finite = [r for _, r in ev if math.isfinite(r)]
         if finite and max(finite) * 3 > high:  # an eval difference above every train difference
             high = max(finite) * 30
-            ax.set_ylim(low, high)
+            ax.set_ylim(top=high)
         top = high / 3
         ax.plot(
             [s for s, _ in ev],
