@@ -32,6 +32,7 @@ from contracts import artifact_table
 from contracts.fileio import md5_file
 from params.config import ModelConfig
 from xtrain.core.checkpoint import load_model_tensors, load_weights, read_state
+from xtrain.core.corpus import cache_dir
 from xtrain.core.model import Transformer
 from xtrain.export.hf_folder import DTYPES
 from xtrain.export.onnx_engine import OnnxEngine, onnx_bytes, perturbed
@@ -273,7 +274,7 @@ def onnx_engine(export_dir: Path, ref: Reference, atol: float) -> dict:
     import onnxruntime
 
     t0 = time.perf_counter()
-    model_bytes = onnx_bytes(export_dir)
+    model_bytes = onnx_bytes(export_dir, cache_dir() / "onnx-graphs")
     check = onnx_check(model_bytes, ref, atol, control=False)
     control = onnx_check(perturbed(model_bytes, PERTURBED_TENSOR), ref, atol, control=True)
     return engine_report(check, control, time.perf_counter() - t0, onnxruntime.__version__, "fp32")
