@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gates.reading.goldens import choose, coverage_problems, golden_env
 from judge_trees import make_golden, make_registry
-from registry.store import Registry
+from registry.store import Entry, Registry
 
 
 def golden(train_steps: int, eval_steps: list[int]) -> dict:
@@ -33,12 +35,18 @@ def test_steps_are_ordered_as_numbers() -> None:
     ]
 
 
-def test_the_device_type_is_the_env_ids_first_part(tmp_path: Path) -> None:
-    reg = make_registry(tmp_path / "registry")
-    make_golden(reg, "cuda-h200-x2", device_type=None, precision="bf16")
-    make_golden(reg, "plain", device_type=None, precision=None)
-    assert golden_env(Registry(reg.root).golden("cuda-h200-x2")) == ("cuda", "bf16")
-    assert golden_env(Registry(reg.root).golden("plain")) == ("plain", "fp32")
+@pytest.mark.parametrize(
+    ("env_id", "env", "want"),
+    [
+        ("cuda-h200-x2", {"precision": "bf16"}, ("cuda", "bf16")),
+        ("plain", {}, ("plain", "fp32")),
+        ("cpu-x", {"device_type": "mps", "precision": "fp16"}, ("mps", "fp16")),
+        ("cpu-x", {"device_type": ""}, ("cpu", "fp32")),
+    ],
+)
+def test_the_device_type_is_the_env_ids_first_part(env_id: str, env: dict, want: tuple) -> None:
+    entry = Entry(Path("v1.json"), {"env_id": env_id, "provenance": {"env": env}})
+    assert golden_env(entry) == want
 
 
 def test_the_own_environment_is_skipped_not_the_end_of_the_search(tmp_path: Path) -> None:
