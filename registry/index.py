@@ -57,15 +57,13 @@ def _extra(root: Path, rel: str) -> IndexProblem:
             str(root / rel),
             "",
             "a leftover temporary file of an interrupted registry write (not in registry/index.json)",
-            "",
-            "delete it; registry writes are atomic, so nothing blessed is lost",
+            hint="delete it; registry writes are atomic, so nothing blessed is lost",
         )
     return IndexProblem(
         str(root / rel),
         "",
         "unknown file in the registry (not in registry/index.json): files are added only by bless / pin",
-        "",
-        f"remove it, or {RESTORE}",
+        hint=f"remove it, or {RESTORE}",
     )
 
 
@@ -125,8 +123,7 @@ def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
                 str(root / INDEX),
                 "",
                 f"missing: the registry holds {len(files)} files and no index of them",
-                "",
-                f"{RESTORE}; for a registry that never had one: python -m registry index",
+                hint=f"{RESTORE}; for a registry that never had one: python -m registry index",
             )
         return {}
     for rel in sorted(set(files) | set(listed)):
@@ -139,8 +136,7 @@ def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
                 str(root / rel),
                 "",
                 f"missing: registry/index.json lists it (sha256 {listed[rel][:12]}...)",
-                "",
-                f"{RESTORE}; a blessed file is never deleted",
+                hint=f"{RESTORE}; a blessed file is never deleted",
             )
         if (actual := sha256_file(root / rel)) != listed[rel]:
             _own_error(root, rel)
@@ -148,8 +144,7 @@ def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
                 str(root / rel),
                 "sha256",
                 f"{actual[:12]}... differs from registry/index.json's {listed[rel][:12]}...",
-                "",
-                f"registry files change only through python -m registry bless / pin; {RESTORE}",
+                hint=f"registry files change only through python -m registry bless / pin; {RESTORE}",
             )
     return listed
 
@@ -174,8 +169,7 @@ def create(root: Path) -> int:
             str(root / INDEX),
             "",
             "exists: the index changes only with bless / pin",
-            "",
-            "python -m registry validate",
+            hint="python -m registry validate",
         )
     files = on_disk(root)
     if bad := [f for f in files if _leftover(f)]:

@@ -67,7 +67,7 @@ def path_change(
 ) -> Change | None:
     """A dep's or out's status: deleted, modified (md5 moved, or no dvc.lock entry), or None."""
     now = md5_now(lock, path)
-    recorded = str((entry or {}).get("md5", "")) or None
+    recorded = (str(entry["md5"]) if entry and "md5" in entry else "") or None
     if now is None:
         return Change(
             stage, kind, path, "deleted", f"{kind} {path} md5 (missing), dvc.lock recorded {recorded}"

@@ -113,8 +113,8 @@ def stage_def(body: dict[str, Any], where: str) -> StageDef:
         deps=tuple(o.path for o in _entry_paths(body.get("deps"), where)),
         params=_params(body.get("params"), where),
         outs=tuple(o for key in ("outs", "metrics", "plots") for o in _entry_paths(body.get(key), where)),
-        always_changed=bool(body.get("always_changed", False)),
-        frozen=bool(body.get("frozen", False)),
+        always_changed=bool(body.get("always_changed")),
+        frozen=bool(body.get("frozen")),
     )
 
 

@@ -29,7 +29,7 @@ class Choice:
 def golden_env(entry: Entry) -> tuple[str, str]:
     """(device type, precision) the golden was blessed on."""
     env = entry.data["provenance"]["env"]
-    device = env.get("device_type") or entry.data["env_id"].split("-", 1)[0]
+    device = env.get("device_type") or entry.data["env_id"].partition("-")[0]
     return device, env.get("precision", "fp32")
 
 
