@@ -37,9 +37,7 @@ def test_run_passes_quietly_in_the_folder_with_dvc_analytics_off(
     monkeypatch.setenv("XTRAIN_SCAFFOLD_KEPT", "yes")
     env = "os.environ.get('DVC_NO_ANALYTICS') == '1' and os.environ.get('XTRAIN_SCAFFOLD_KEPT') == 'yes'"
     check = f"import os,sys; sys.exit(0 if {env} and os.getcwd() == {str(tmp_path)!r} else 3)"
-    scaffold._run(tmp_path, *py(check))  # no exception: exit 0
-    with pytest.raises(ScaffoldError, match=r"failed: no output$"):
-        scaffold._run(tmp_path / "..", *py(check))  # and it does fail elsewhere
+    scaffold._run(tmp_path, *py(check))  # no exception: exit 0 (elsewhere it fails: the test below)
 
 
 @pytest.mark.parametrize(
