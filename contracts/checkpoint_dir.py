@@ -32,7 +32,7 @@ STEP_NAME = re.compile(r"step_[0-9]{6,}")
 
 def pointed(root: Path, pointer: Path) -> Path:
     """The folder `latest` names, refused unless it is a step folder directly inside `root`."""
-    name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    name = pointer.read_bytes().decode(errors="replace").strip()  # UTF-8, whatever the locale
     target = root / name
     if not STEP_NAME.fullmatch(name) or target.is_symlink():
         raise ValidationError(
@@ -72,7 +72,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if (path / "state.json").exists():
         return path
     for root in (path / "checkpoints", path):
-        latest = CheckpointDir(root, keep=1).latest()
+        latest = CheckpointDir(root, keep=1).latest()  # pragma: no mutate -- equivalent: keep is for commit()
         if latest is not None:
             return latest
     raise CheckpointNotFound(f"{path}: no checkpoint here (expected state.json, or checkpoints/latest)")

@@ -145,10 +145,12 @@ def files_folder(name: str, files: tuple[str, ...]) -> Kind:
 
     def recognise(path: Path) -> bool:
         for entry in os.scandir(path):
-            if entry.is_dir(follow_symlinks=False):
+            if entry.is_symlink():
+                return False
+            if entry.is_dir():
                 if not recognise(Path(entry.path)):
                     return False
-            elif entry.name not in (*files, ".gitignore") or entry.is_symlink():
+            elif entry.name not in (*files, ".gitignore"):
                 return False
         return True
 
@@ -252,7 +254,7 @@ def check(path: str | Path, kind: Kind) -> Path:
     elif escape := leaves_repository(path):
         problem = escape
     elif not path.exists():
-        problem = None
+        return path
     else:
         problem = (_folder_problem if kind.folder else _file_problem)(path, kind)
     if problem:
@@ -261,7 +263,7 @@ def check(path: str | Path, kind: Kind) -> Path:
 
 
 def write_marker(folder: Path, kind: Kind) -> None:
-    (folder / MARKER).write_text(canonical_json({"kind": kind.name}), encoding="utf-8")
+    (folder / MARKER).write_bytes(canonical_json({"kind": kind.name}).encode())  # UTF-8
 
 
 @contextlib.contextmanager
@@ -291,7 +293,7 @@ def staged_folder(path: str | Path, kind: Kind) -> Iterator[Path]:
 def write_file(path: str | Path, data: bytes | str, kind: Kind) -> None:
     """Write one output file atomically, only where `kind` may go."""
     check(path, kind)
-    atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+    atomic_write_bytes(path, data.encode() if isinstance(data, str) else data)  # str: as UTF-8
 
 
 def output_flag(action: Any, kind: Kind) -> Any:

@@ -24,7 +24,7 @@ def provenance(env: dict[str, Any] | None = None, params_path: str | Path = "par
     status = _git("status", "--porcelain", "--untracked-files=no")
     params = Path(params_path)
     try:
-        torch_version = metadata.version("torch")
+        torch_version = metadata.version("torch")  # pragma: no mutate -- equivalent: names ignore case
     except metadata.PackageNotFoundError:
         torch_version = "absent"
     env = env or {

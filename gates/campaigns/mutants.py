@@ -105,7 +105,7 @@ def _locate(text: str, edit: Edit) -> tuple[str, str]:
     """(the exact old text found once in `text`, its replacement), or AnchorError."""
     if "\n" not in edit.old:
         return (edit.old, edit.new) if text.count(edit.old) == 1 else ("", "")
-    hits = [w for w in range(0, 41) if _indent(edit.old, " " * w) in text]
+    hits = [w for w in range(41) if _indent(edit.old, " " * w) in text]
     found = [(w, text.count(_indent(edit.old, " " * w))) for w in hits]
     if len(found) != 1 or found[0][1] != 1:
         return "", ""
@@ -129,7 +129,7 @@ def mutated_text(mutant: Mutant, root: Path) -> dict[str, str]:
             n = text.count(edit.old)
             why = "anchor not found" if n == 0 else f"anchor found {n} times, expected once"
             raise AnchorError(f"mutant {mutant.id}: {why} in {edit.file}: {edit.old.splitlines()[0]!r}")
-        out[edit.file] = text.replace(old, new, 1)
+        out[edit.file] = text.replace(old, new)  # `old` occurs once: _locate counted it
     return out
 
 

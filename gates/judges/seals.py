@@ -74,7 +74,7 @@ def sealed_paths(lock: DvcLock, stages: list[str]) -> list[tuple[str, str]]:
     paths = {str(o.get("path", "")): str(o.get("md5", "")) for b in bodies for o in b.get("outs") or []}
     for body in bodies:
         for dep in body.get("deps") or []:
-            path, md5 = str(dep.get("path", "")), str(dep.get("md5", ""))
+            path, md5 = str(dep.get("path", "")), str(dep.get("md5"))  # no md5: "None", no folder
             if md5.endswith(".dir") and lock.out(path) is None:
                 paths.setdefault(path, md5)
     return sorted(paths.items())
@@ -172,7 +172,7 @@ def seals_picture(a: Artifacts, t: Thresholds) -> Picture:
         full = lock.root / path
         if recorded.endswith(".dir"):
             now = dir_md5(lock.listing(path)) if full.is_dir() else None
-            name = f"{path}/ ({len(lock.listing(path)) if full.is_dir() else 0} files)"
+            name = f"{path}/ ({len(lock.listing(path))} files)"  # a missing folder lists no file
         else:
             now, name = (lock.md5(path) if full.is_file() else None), path
         rows.append(FileCheck(name, recorded, now))
