@@ -37,6 +37,8 @@ def _git_revision(root: Path) -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
+    if out.returncode != 0:  # no commit yet: git prints "HEAD" on stdout and fails
+        return None
     return out.stdout.strip() or None
 
 
