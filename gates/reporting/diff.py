@@ -87,7 +87,7 @@ def _status(status: str) -> str:
 
 def print_diff(changes: list[Change], a_path: str, b_path: str, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-    table = Table(title=f"gates diff: {a_path} -> {b_path}")
+    table = Table(title=f"gates diff: {escape(a_path)} -> {escape(b_path)}")  # paths, not markup
     for col in ("gate", "A", "B", "A measured", "B measured", "change"):
         table.add_column(col, overflow="fold", no_wrap=col in ("gate", "A", "B"))
     for c in changes:
