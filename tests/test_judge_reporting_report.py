@@ -8,6 +8,7 @@ messages and verdict line as the user reads them, in colour and in plain text.
 from __future__ import annotations
 
 import io
+import json
 import platform
 import subprocess
 import sys
@@ -145,8 +146,6 @@ def test_write_then_read_back(tmp_path: Path) -> None:
     rep = report.build({"c": Outcome("pass", 1, 2, "ok")}, tmp_path, "params.yaml", None)
     path = tmp_path / "reports" / "gates.json"
     report.write(rep, path)
-    import json
-
     assert json.loads(path.read_text()) == rep
 
 
