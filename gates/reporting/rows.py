@@ -48,7 +48,7 @@ class Rows:
 
 
 def family(gate_id: str) -> str:
-    return gate_id.split(".", 1)[0]
+    return gate_id.partition(".")[0]
 
 
 def threshold_text(g: dict[str, Any], labels: dict[str, str] | None) -> str:
@@ -71,10 +71,9 @@ def _parts(text: str) -> list[tuple[str, str]]:
 
 def _balanced(part: str) -> str:
     """A part shown alone: a parenthesis opened or closed in a neighbouring part dropped."""
-    if part.count(")") > part.count("("):
-        part = part[::-1].replace(")", "", part.count(")") - part.count("("))[::-1]
-    if part.count("(") > part.count(")"):
-        part = part.replace("(", "", part.count("(") - part.count(")"))
+    opened, closed = part.count("("), part.count(")")
+    part = part[::-1].replace(")", "", max(closed - opened, 0))[::-1]  # the last closing ones
+    part = part.replace("(", "", max(opened - closed, 0))  # the first opening ones
     return part.strip()
 
 
@@ -85,7 +84,7 @@ def _shared(texts: list[str]) -> list[tuple[str, str]]:
     for text in texts:
         for key, part in dict(_parts(text)).items():  # a key stated twice in one text counts once
             counts.setdefault(key, Counter())[part] += 1
-    majority = [(key, c.most_common(1)[0]) for key, c in counts.items()]
+    majority = [(key, c.most_common()[0]) for key, c in counts.items()]
     return [(key, part) for key, (part, n) in majority if n * 2 > len(texts)]
 
 
