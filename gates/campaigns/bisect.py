@@ -232,9 +232,10 @@ def search(b: Bisector, commits: list[str], say: Say) -> tuple[int, int, list[in
     commit, indices of skipped commits between them)."""
     lo, hi, skipped = -1, len(commits) - 1, set()
     while True:
-        pool = [i for i in range(lo + 1, hi) if i not in skipped]
+        window = range(lo + 1, hi)  # lo and hi were judged, so never skipped
+        pool = [i for i in window if i not in skipped]
         if not pool:
-            return lo, hi, sorted(i for i in skipped if lo < i < hi)
+            return lo, hi, sorted(skipped.intersection(window))
         mid = (lo + hi) // 2
         pick = min(pool, key=lambda i: (abs(i - mid), i))
         v = b.verdict(commits[pick])
