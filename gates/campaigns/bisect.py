@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from contracts import outputs
+from contracts.fileio import atomic_write_json
 from contracts.validate import ValidationError
 from gates.judges import catalogue
 from params.config import write_with_section
@@ -172,8 +173,16 @@ class Bisector:
             return Verdict(**json.loads(path.read_text()))
         tree = self.cache / "worktrees" / commit[:12]
         shutil.rmtree(tree, ignore_errors=True)
-        git(self.repo, "worktree", "prune")
-        git(self.repo, "worktree", "add", "--detach", "--force", str(tree), commit)
+        git(self.repo, "worktree", "prune")  # worktrees a killed bisect left registered
+        git(
+            self.repo,
+            "worktree",
+            "add",
+            "--detach",  # pragma: no mutate -- equivalent: `commit` is a sha (rev-list), never a branch
+            "--force",  # pragma: no mutate -- equivalent: after the prune above no stale registration is left
+            str(tree),
+            commit,
+        )
         try:
             v = self.build_and_judge(tree)
         finally:
@@ -181,8 +190,7 @@ class Bisector:
                 ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(tree)], capture_output=True
             )
             shutil.rmtree(tree, ignore_errors=True)
-        self.cache.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(v)))
+        atomic_write_json(path, asdict(v))  # a killed bisect leaves no half-written verdict to read
         return v
 
     def build_and_judge(self, tree: Path) -> Verdict:
@@ -232,9 +240,10 @@ def search(b: Bisector, commits: list[str], say: Say) -> tuple[int, int, list[in
     commit, indices of skipped commits between them)."""
     lo, hi, skipped = -1, len(commits) - 1, set()
     while True:
-        pool = [i for i in range(lo + 1, hi) if i not in skipped]
+        window = range(lo + 1, hi)  # lo and hi were judged, so never skipped
+        pool = [i for i in window if i not in skipped]
         if not pool:
-            return lo, hi, sorted(i for i in skipped if lo < i < hi)
+            return lo, hi, sorted(skipped.intersection(window))
         mid = (lo + hi) // 2
         pick = min(pool, key=lambda i: (abs(i - mid), i))
         v = b.verdict(commits[pick])
