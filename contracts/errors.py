@@ -87,7 +87,7 @@ def report(err: BaseException, prefix: str = "") -> int:
     """Print a known failure as one line (traceback first with XTRAIN_DEBUG=1); return the exit code."""
     if debug():
         traceback.print_exception(err)
-    print(f"error: {prefix}{one_line(err)}", file=sys.stderr, flush=True)
+    print(f"error: {prefix}{one_line(err)}", file=sys.stderr)  # stderr is line-buffered: the line is out
     return exit_code(err)
 
 
@@ -114,7 +114,6 @@ def moved(module: str, command_file: str) -> NoReturn:
     command = command_file.removesuffix(".py").replace("/", ".")
     print(
         f"error: python -m {module}: moved; run python -m {command} (the same arguments)",
-        file=sys.stderr,
-        flush=True,
+        file=sys.stderr,  # line-buffered: the line is out before the exit
     )
     raise SystemExit(2)

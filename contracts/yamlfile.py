@@ -256,7 +256,7 @@ def where_event(event: Any) -> str:
 def load_pipeline(path: str | Path, aliases: bool = True) -> Any:
     """dvc.yaml or dvc.lock (or a params file) as DVC reads it, bounded; one-line errors naming the file."""
     source = str(path)
-    return load_pipeline_text(decoded(read_regular(path, PIPELINE_BYTES, source), source), source, aliases)
+    return load_pipeline_text(decoded(read_regular(path, PIPELINE_BYTES), source), source, aliases)
 
 
 def load_pipeline_text(text: str, source: str, aliases: bool = True) -> Any:

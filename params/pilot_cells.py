@@ -157,7 +157,7 @@ def config_diff(params: Params, cell: str, other: str) -> set[str]:
     return {
         f"{section}.{k}"
         for section in ("model", "train")
-        for k in a[section].keys() | b[section].keys()
+        for k in a[section]  # both resolved against one schema: the same keys
         if a[section].get(k) != b[section].get(k)
     } | ({"seed"} if a["seed"] != b["seed"] else set())
 

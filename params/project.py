@@ -111,13 +111,11 @@ def load_sections(
     for section in sections:
         if section not in raw:
             raise ValidationError(source, section, "missing required key", f"params.schema.json {section}")
-        try:
-            validate(
-                raw[section], {"$defs": schema["$defs"], **schema["$defs"][section]}, source, strict=True
-            )
-        except ValidationError as e:
+        try:  # a section's definition refers to no other (no $ref): it is a schema on its own
+            validate(raw[section], schema["$defs"][section], source, strict=True)
+        except ValidationError as e:  # validate() gives no next step: the problem and its rule
             key = section if e.key in ("", "(top level)") else f"{section}.{e.key}"
-            raise ValidationError(source, key, e.problem, e.rule, e.hint) from None
+            raise ValidationError(e.source, key, e.problem, e.rule) from None
     if "data" in sections:
         check_data(raw["data"], source)
     return Params(raw={s: raw[s] for s in sections}, source=source)
