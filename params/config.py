@@ -428,12 +428,17 @@ def _check_edit_takes_effect(raw: dict[str, Any], source: str, overrides: list[s
 def _round_trip() -> Any:
     """ruamel's round-trip YAML: DVC's dialect (1.2), comments and layout kept: the one writer of params files."""
     from ruamel.yaml import YAML
+    from ruamel.yaml.representer import RoundTripRepresenter
 
-    ry = YAML()
-    ry.preserve_quotes = True
-    ry.representer.add_representer(
+    class NullWriting(RoundTripRepresenter):  # its own table: add_representer edits the class it is called on
+        pass
+
+    NullWriting.add_representer(
         type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
     )
+    ry = YAML()
+    ry.Representer = NullWriting
+    ry.preserve_quotes = True
     return ry
 
 

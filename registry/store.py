@@ -66,7 +66,7 @@ def write_once(path: Path, obj: dict[str, Any]) -> None:
 class Registry:
     def __init__(self, root: str | Path = ROOT) -> None:
         self.root = Path(root)
-        self._indexed = False
+        self._indexed = False  # pragma: no mutate -- equivalent: None is as falsy (hides True too)
 
     # -- the index (registry/index.py): checked before the first read, extended by every write --
     def verify_index(self) -> int:

@@ -198,3 +198,14 @@ def test_the_shadowing_check_leaves_the_loaded_file_as_it_was() -> None:
     before = copy.deepcopy(raw)
     _check_edit_takes_effect(raw, "p.yaml", ["train.steps=7", "profiles.gpu.train.steps=9"])
     assert raw == before
+
+
+def test_a_nested_none_is_written_null_and_ruamels_own_table_is_untouched() -> None:
+    """ruamel's add_representer edits the class it is called on: the writer keeps its own subclass, so
+    DVC's ruamel in the same process still writes its empty nulls, and every writer starts afresh."""
+    from ruamel.yaml.representer import RoundTripRepresenter
+
+    from params.config import _dump
+
+    assert _dump({"data": {"path": None}, "seed": None}) == "data:\n  path: null\nseed: null\n"
+    assert RoundTripRepresenter.yaml_representers[type(None)] is RoundTripRepresenter.represent_none
