@@ -133,10 +133,10 @@ def scripted_processes(tmp: Path, answers: dict[tuple[str, int], list[list[list[
     """A measured-process command: each run is a real process that writes the next scripted rounds
     for (launcher, world) as pipeline.scaling's rank command would. Records every call."""
     calls: list[tuple[str, tuple[int, ...], int]] = []
+    feed = tmp / "feed.json"
 
     def command(launcher: str, worlds: list[int], max_rounds: int, result: Path) -> list[str]:
         calls.append((launcher, tuple(worlds), max_rounds))
-        feed = tmp / f"feed{len(calls)}.json"  # the first pass starts its processes together
         out = {
             str(w): {"rounds": answers[(launcher, w)].pop(0)[:max_rounds], "profile": None} for w in worlds
         }

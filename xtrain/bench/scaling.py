@@ -14,14 +14,12 @@ from __future__ import annotations
 import collections
 import functools
 import io
-import itertools
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,8 +96,6 @@ def rank_body(
         harness_step(model, opt, data, t, module, comm, flat_grads(model, comm)), comm.device, spec.launcher
     )
     tokens = t.global_batch * t.seq_len
-    await_turn()
-    began = time.time()  # the span of this measurement: the stage checks that no two overlap
     for _ in range(sc.warmup_steps):
         step()
 
@@ -119,88 +115,31 @@ def rank_body(
         return windows
 
     rounds = remeasure(one_round, policy, agree=rank0_decides(comm))
-    span = [began, time.time()]
     profile = None
     if profile_steps and comm.rank == 0:
         profile = profile_step(step, comm.device, profile_steps)
     elif profile_steps:
         run_steps(step, comm.device, profile_steps)
-    return {"rounds": rounds, "profile": profile, "span": span}
-
-
-TURN_ENV = "XTRAIN_SCALING_TURN"  # this process's turn folder: set up beside the others, measure alone
-
-
-def await_turn(poll_s: float = 0.02) -> None:
-    """Wait, set up, until the stage says this process may measure (measure_together). Setting up
-    (torch and dynamo imports, model, data) is most of a measured process's CPU on a small machine;
-    the stage overlaps it and lets one process measure at a time. Idempotent per process."""
-    folder = os.environ.get(TURN_ENV)
-    if not folder:
-        return
-    turn = Path(folder)
-    stage_pid = int((turn / "stage.pid").read_text())
-    (turn / f"ready-{os.getpid()}").touch()
-    while not (turn / "go").exists():
-        try:
-            os.kill(stage_pid, 0)
-        except ProcessLookupError:
-            raise RuntimeError(
-                f"the scaling stage (pid {stage_pid}) that started this process is gone"
-            ) from None
-        time.sleep(poll_s)
-
-
-class MeasuredProcess:
-    """One measured process (`command(result)`), started now; `result()` waits for it. Its stderr is
-    kept (the last 100 lines, for the error) and its rounds are echoed as they are taken."""
-
-    def __init__(self, command: Callable[[Path], list[str]], what: str, env: dict[str, str] | None,
-                 turn: Path | None = None) -> None:  # fmt: skip
-        self.what, self.turn = what, turn
-        self.tmp = tempfile.TemporaryDirectory()
-        self.out = Path(self.tmp.name) / "windows.json"
-        if turn is not None:
-            env = {**(env or os.environ), TURN_ENV: str(turn)}
-        self.proc = subprocess.Popen(
-            command(self.out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-        )
-        self.tail: collections.deque[str] = collections.deque(maxlen=100)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr or ():
-            self.tail.append(line)
-            if line.startswith("scaling: "):  # the rounds, as they are taken
-                print(line, end="", file=sys.stderr, flush=True)
-
-    def ready(self, ranks: int) -> bool:
-        """Set up and waiting for its turn (every rank), or already ended."""
-        return self.proc.poll() is not None or len(list(self.turn.glob("ready-*"))) >= ranks  # type: ignore[union-attr]
-
-    def result(self) -> dict[int, dict[str, Any]]:
-        try:
-            code = self.proc.wait()
-            self.reader.join()
-            if code != 0:
-                raise RuntimeError(f"scaling {self.what} failed:\n{''.join(self.tail)[-3000:]}")
-            return {int(w): measured for w, measured in json.loads(self.out.read_text()).items()}
-        finally:
-            self.tmp.cleanup()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # torchrun's agent stops its workers on SIGTERM
-            self.proc.wait()
-        self.tmp.cleanup()
+    return {"rounds": rounds, "profile": profile}
 
 
 def measure_one(
     command: Callable[[Path], list[str]], what: str, env: dict[str, str] | None = None
 ) -> dict[int, dict[str, Any]]:
     """Run one measured process (`command(result)`) fresh; returns rank 0's rank_body result per world."""
-    return MeasuredProcess(command, what, env).result()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "windows.json"
+        proc = subprocess.Popen(
+            command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
+        tail: collections.deque[str] = collections.deque(maxlen=100)
+        for line in proc.stderr or ():
+            tail.append(line)
+            if line.startswith("scaling: "):  # the rounds, as they are taken
+                print(line, end="", file=sys.stderr, flush=True)
+        if proc.wait() != 0:
+            raise RuntimeError(f"scaling {what} failed:\n{''.join(tail)[-3000:]}")
+        return {int(w): measured for w, measured in json.loads(out.read_text()).items()}
 
 
 def measure_rank(
@@ -343,57 +282,11 @@ def measure_group(
     """One fresh measured process for `launcher` at the worlds in `group`, taking at most
     `max_rounds` rounds per world; its rounds are appended to those of earlier processes."""
     what = f"{launcher} world {','.join(map(str, group))}"
-    record(
-        measured,
-        launcher,
-        measure_one(functools.partial(command, launcher, group, max_rounds), what, measured.env),
-    )
-
-
-def record(measured: Measured, launcher: str, results: dict[int, dict[str, Any]]) -> None:
-    for w, got in results.items():
+    for w, got in measure_one(
+        functools.partial(command, launcher, group, max_rounds), what, measured.env
+    ).items():
         measured.rounds[launcher].setdefault(w, []).extend(got["rounds"])
         measured.profiles[launcher][w] = got["profile"]
-
-
-def measure_together(
-    command: Command, groups: list[tuple[str, list[int]]], max_rounds: int, measured: Measured
-) -> None:
-    """The first pass: every group's fresh process starts at once and sets up beside the others; once
-    all are set up, each measures alone, in order (await_turn). On 2 cores the set-up (imports, mostly
-    single-threaded) took as long as the measurements when the processes ran one after another."""
-    with tempfile.TemporaryDirectory() as tmp:
-        started: list[tuple[str, MeasuredProcess, int]] = []
-        try:
-            for i, (launcher, group) in enumerate(groups):
-                turn = Path(tmp) / f"turn{i}"
-                turn.mkdir()
-                (turn / "stage.pid").write_text(str(os.getpid()))
-                take = functools.partial(command, launcher, group, max_rounds)
-                what = f"{launcher} world {','.join(map(str, group))}"
-                ranks = 1 if launcher == "thread" else group[0]  # a torchrun of world w: w processes
-                started.append((launcher, MeasuredProcess(take, what, measured.env, turn), ranks))
-            while not all(p.ready(ranks) for _, p, ranks in started):
-                time.sleep(0.02)
-            spans: list[list[float]] = []
-            for launcher, p, _ in started:
-                (p.turn / "go").touch()  # type: ignore[operator]
-                results = p.result()
-                spans += [got["span"] for got in results.values() if "span" in got]
-                record(measured, launcher, results)
-            check_alone(spans)
-        finally:
-            for _, p, _ in started:
-                p.stop()
-
-
-def check_alone(spans: list[list[float]]) -> None:
-    """Each measurement (warm-up to last window, wall clock) ended before the next began."""
-    for (_, end), (start, _) in itertools.pairwise(spans):
-        if start < end:
-            raise RuntimeError(
-                f"scaling: measurements overlapped ({start:.3f} < {end:.3f}): the turns failed"
-            )
 
 
 def measure_worlds(
@@ -416,8 +309,9 @@ def measure_worlds(
         {la: {} for la in sc.launchers},
         measured_env(device),
     )
-    groups = [(la, g) for la in sc.launchers for g in ([worlds] if la == "thread" else [[w] for w in worlds])]
-    measure_together(command, groups, policy.max_rounds, measured)
+    for launcher in sc.launchers:
+        for group in [worlds] if launcher == "thread" else [[w] for w in worlds]:
+            measure_group(command, launcher, group, policy.max_rounds, measured)
     repeat_doubtful(command, measured, policy, bounds or {})
     for launcher, by_world in measured.rounds.items():
         for w, rounds in sorted(by_world.items()):
