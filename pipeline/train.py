@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import xtrain.core.orphan_guard  # noqa: F401 -- first: a torchrun worker dies with its agent from here on
 from contracts import artifact_table, outputs
 from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
