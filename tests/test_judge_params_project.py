@@ -28,8 +28,8 @@ from params.project import (
 HARNESS = yaml.safe_load(PARAMS.read_text())
 
 
-def write(tmp_path: Path, data) -> Path:
-    path = tmp_path / "own.yaml"
+def write(tmp_path: Path, data, name: str = "own.yaml") -> Path:
+    path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return path
 

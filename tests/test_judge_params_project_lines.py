@@ -10,25 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_judge_params_project import refusal, write
 
 from conftest import PARAMS
-from contracts.validate import ValidationError
 from params import project
 from params.project import HINT, load_judging, load_sections
 
 HARNESS = yaml.safe_load(PARAMS.read_text())
-
-
-def write(tmp_path: Path, data, name: str = "own.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def refusal(call, *args) -> str:
-    with pytest.raises(ValidationError) as e:
-        call(*args)
-    return str(e.value)
 
 
 @pytest.fixture()
