@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TinyData, tiny_cli, tiny_spec
+from conftest import REPO, TINY_TRAIN, TinyData, tiny_cli, tiny_spec
 from contracts.numbers import max_rel
 from gates.judges import ddp
 from gates.judges.training import train_mode_problem, with_train_mode
@@ -105,42 +105,43 @@ def test_loss_match_detects_a_different_run(reference: dict, tiny_data: TinyData
 # --- the seed design's bug: dropout silently off under DDP after an eval -----------------------------
 
 
-def dropout_runs(launch, tiny_data: TinyData, tmp_path: Path, p: float, eval_every: int) -> list[float]:
-    run_dir = tmp_path / f"p{p}-e{eval_every}"
-    launch(
-        run_dir, ("model.dropout=" + str(p), "model.attn_dropout=" + str(p), f"train.eval_every={eval_every}")
-    )
-    return metrics(run_dir)["train_loss"]
-
-
-def thread_launch(tiny_data: TinyData):
-    def launch(run_dir: Path, sets: tuple[str, ...]) -> None:
-        model = {k.split(".")[1]: float(v) for k, v in (s.split("=") for s in sets if s.startswith("model."))}
-        train = {"eval_every": int(sets[-1].split("=")[1]), "cpu_threads": 2}
-        run_threads(tiny_spec(tiny_data, launcher="thread", run_dir=run_dir, model=model, train=train), 2, 30)
-
-    return launch
-
-
-def proc_launch(tiny_data: TinyData):
-    def launch(run_dir: Path, sets: tuple[str, ...]) -> None:
-        proc = torchrun(tiny_data, run_dir, 2, *sets)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-
-    return launch
-
-
 @pytest.mark.parametrize("launcher", ["thread", "proc"])
-def test_dropout_stays_live_after_eval_under_ddp(tiny_data: TinyData, tmp_path: Path, launcher: str) -> None:
-    launch = (thread_launch if launcher == "thread" else proc_launch)(tiny_data)
-    no_dropout = dropout_runs(launch, tiny_data, tmp_path, 0.0, 6)
-    with_eval = dropout_runs(launch, tiny_data, tmp_path, 0.2, 6)
-    without_eval = dropout_runs(launch, tiny_data, tmp_path, 0.2, 0)
+def test_dropout_stays_live_after_eval_under_ddp(
+    tiny_data: TinyData, tmp_path: Path, proc_runs: ProcRuns, launcher: str
+) -> None:
+    launch = thread_launch(tiny_data, tmp_path) if launcher == "thread" else proc_launch(proc_runs)
+    no_dropout = launch(0.0, 6)
+    with_eval = launch(0.1, 6)
+    without_eval = launch(0.1, 0)
     # p>0 changes the trajectory, before and after the eval at step 6 ...
     assert with_eval[:6] != no_dropout[:6] and with_eval[6:] != no_dropout[6:]
     # ... and an eval in the middle changes nothing: masks after it are the ones a run without
     # eval draws. Had eval left the model in eval mode, steps 6.. would differ.
     assert with_eval == without_eval
+
+
+def thread_launch(tiny_data: TinyData, tmp_path: Path):
+    def launch(p: float, eval_every: int) -> list[float]:
+        run_dir = tmp_path / f"p{p}-e{eval_every}"
+        model, train = {"dropout": p, "attn_dropout": p}, {"eval_every": eval_every, "cpu_threads": 2}
+        run_threads(tiny_spec(tiny_data, launcher="thread", run_dir=run_dir, model=model, train=train), 2, 30)
+        return metrics(run_dir)["train_loss"]
+
+    return launch
+
+
+def proc_launch(proc_runs: ProcRuns):
+    """The session's shared torchrun runs: p=0 with the tiny config's eval every 6 steps is the plain
+    run (proc_run above), p=0.1 with it the dropout run test_ddp_gate.py reads; only p=0.1 without an
+    eval is launched here. Two world-2 launches fewer in the serial ddp chain."""
+
+    def launch(p: float, eval_every: int) -> list[float]:
+        assert TINY_TRAIN["eval_every"] == 6  # the shared runs' cadence
+        sets = () if p == 0 else (f"model.dropout={p}", f"model.attn_dropout={p}")
+        sets += () if eval_every == 6 else (f"train.eval_every={eval_every}",)
+        return proc_runs.get(2, *sets).metrics["train_loss"]
+
+    return launch
 
 
 def test_a_step_in_eval_mode_is_recorded_and_fails_the_ddp_gates(
