@@ -36,6 +36,8 @@ def unmet(reqs: list[str]) -> list[str]:
     out = []
     for text in reqs:
         req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue  # not for this interpreter (e.g. a C extension on PyPy)
         try:
             version = metadata.version(req.name)
         except metadata.PackageNotFoundError:

@@ -122,3 +122,16 @@ def test_the_fast_path_sends_an_unmet_requirement_to_pip(tmp_path: Path, require
     out = installed(root)
     assert out.returncode == 1 and "setup: install: " in out.stdout and said in out.stdout, out.stdout
     assert installed(root, "").returncode == 3  # without the dev extra the requirement is not asked
+
+
+def test_a_requirement_for_another_interpreter_is_not_asked(tmp_path: Path) -> None:
+    """A marker false here (ruamel.yaml.clib is CPython's only) leaves the fast path; the same
+    requirement with a true marker is sent to pip (the control)."""
+    root = scratch_checkout(tmp_path)
+    text = (root / "pyproject.toml").read_text()
+    for marker, code in (("sys_platform == 'no-such-os'", 3), ("sys_platform != 'no-such-os'", 1)):
+        requirement = f"no-such-distribution-xtrain>=1; {marker}"
+        (root / "pyproject.toml").write_text(
+            text.replace('"torch>=2.5"', f'"torch>=2.5", "{requirement}"', 1)
+        )
+        assert installed(root, "").returncode == code, marker
