@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
+unset PYTHONDONTWRITEBYTECODE  # ~60 processes import the same project modules: compile them once
 ci/in-env.sh python3 -m pipeline.repro --jobs 2  # stages side by side; timed ones alone (docs/run-cache.md)
 rc=0
 ci/in-env.sh python3 -m gates check "$@" || rc=$?
