@@ -4,7 +4,7 @@ python -m pipeline.env [--set k=v] [--out runs/env.json]
 
 The stage is `always_changed` in dvc.yaml: it runs on every `dvc repro` and rewrites the file only
 when the machine differs. Every stage whose bits depend on the machine (the trainings, the probes,
-the pilot, the scaling benchmark) depends on runs/env.json, so a run restored from a shared run cache
+the pilot, the closed loop, the scaling benchmark) depends on runs/env.json, so a run restored from a shared run cache
 always comes from this environment (docs/run-cache.md).
 """
 
