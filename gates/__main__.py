@@ -218,6 +218,8 @@ def mutate_cmd(args: argparse.Namespace) -> int:
             cat = dataclasses.replace(cat, timeout_s=args.timeout)
         cores = os.cpu_count() or 2  # pragma: no mutate -- equivalent: any fallback below 4 gives one job
         jobs = args.jobs or max(1, cores // 2)
+        if args.skip_stage:
+            cat = mutate.skipping(cat, args.skip_stage, picked, root)
         campaign = mutate.Campaign(root, work.resolve(), cat, args.profile, keep=args.keep)
         rep = mutate.run_campaign(campaign, picked, jobs)
     except (mutate.CampaignError, mutants.AnchorError) as e:
@@ -257,6 +259,8 @@ def add_mutate_parser(sub: Any) -> None:
     outputs.output_flag(m.add_argument("--work", help=work_help), WORK)
     m.add_argument("--catalogue", help="the catalogue (default: gates/campaigns/mutants.yaml)")
     m.add_argument("--keep", action="store_true", help="keep each mutant's scratch tree")
+    skip_help = "also leave out these stages and the gates that read them (e.g. pilot: a quicker CI campaign)"
+    m.add_argument("--skip-stage", nargs="+", action="extend", default=[], metavar="STAGE", help=skip_help)
 
 
 def positive(text: str) -> int:

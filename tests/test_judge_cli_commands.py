@@ -570,6 +570,42 @@ def test_mutate_subset(tmp_path, campaign, capsys) -> None:
     assert campaign.picked == catalogue_ids(ci_only=True) != catalogue_ids()
 
 
+def test_mutate_skip_stage_leaves_out_the_stage_and_its_gates(tmp_path, campaign, capsys) -> None:
+    from conftest import REPO
+    from gates.campaigns import mutants, mutate
+
+    argv = [
+        "--root",
+        str(REPO),
+        "mutate",
+        "--subset",
+        "ci",
+        "--work",
+        str(tmp_path / "w"),
+        "--skip-stage",
+        "pilot",
+    ]
+    assert run(capsys, *argv)[0] == 0
+    ci = mutants.load().select(None, "ci")
+    assert campaign.campaign.cat == mutate.skipping(mutants.load(), ["pilot"], ci, REPO)
+    assert "pilot" in campaign.campaign.cat.skip_stages
+    assert run(capsys, *argv[:-2])[0] == 0 and campaign.campaign.cat == mutants.load()  # none asked: none
+
+
+def test_mutate_skip_stage_refusals_are_one_line(tmp_path, campaign, capsys) -> None:
+    from conftest import REPO
+
+    argv = ["--root", str(REPO), "mutate", "--work", str(tmp_path / "w"), "--skip-stage"]
+    code, out, err = run(capsys, *argv, "pilott")
+    assert (code, out, err) == (2, "", f"error: --skip-stage pilott: not a stage of {REPO / 'dvc.yaml'}\n")
+    code, _, err = run(capsys, *argv[:-1], "--only", "rank-reads-other-rank-row", "--skip-stage", "train")
+    assert code == 2 and campaign.calls == 0
+    assert (
+        err
+        == "error: mutant rank-reads-other-rank-row: every gate it expects (loss_match) reads a skipped stage\n"
+    )
+
+
 @pytest.mark.parametrize("cores, jobs", [(None, 1), (1, 1), (2, 1), (3, 1), (4, 2), (9, 4)])
 def test_mutate_jobs_default_to_half_the_cores(tmp_path, campaign, capsys, monkeypatch, cores, jobs) -> None:
     monkeypatch.setattr(cli_os(), "cpu_count", lambda: cores)

@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 
+from conftest import REPO
 from contracts.fileio import canonical_json
 from contracts.outputs import OutputRefused
 from contracts.validate import ValidationError
 from gates.campaigns import mutate
 from gates.campaigns.mutants import Catalogue, Mutant
+from gates.campaigns.mutants import load as mutants_load
 from gates.judges import catalogue as gate_catalogue
 
 ALL_GATES = [g.id for g in gate_catalogue.GATES]
@@ -902,7 +904,7 @@ def test_build_base_builds_blesses_stamps_then_reuses(
     runner = Runner(list(BUILD), [GATES[1]])
     monkeypatch.setattr(mutate, "run", runner)
     assert 0 <= c.build_base() < 60
-    key = mutate.stamp(c.root, ["code.py", "dvc.yaml"], ["profile=cpu"])
+    key = mutate.stamp(c.root, ["code.py", "dvc.yaml"], ["profile=cpu", "skip-stage scaling"])
     assert (c.base / ".mutate-stamp").read_text() == key and (c.base / "code.py").read_text() == "x = 1\n"
     assert "scaling" not in (c.base / "dvc.yaml").read_text()  # the skipped stages are dropped
     assert (c.work / mutate.outputs.MARKER).is_file()
@@ -1015,3 +1017,44 @@ def test_run_kills_the_whole_process_group_on_timeout(tmp_path: Path) -> None:
     assert gone(int(child)), f"the stage's child {child} outlived the timeout"
     code, out, timed_out = mutate.run(["sh", "-c", "exec sleep 30"], tmp_path, dict(os.environ), 0.001)
     assert (code, out, timed_out) == (-9, "", True)  # no output: "", never None
+
+
+# ---- --skip-stage: a shorter campaign -------------------------------------------------------------
+
+
+def test_skipping_a_stage_leaves_out_the_gates_that_read_it() -> None:
+    cat = mutants_load()
+    ci = cat.select(None, "ci")
+    quick = mutate.skipping(cat, ["pilot"], ci, REPO)
+    assert quick.skip_stages == [*cat.skip_stages, "pilot"]
+    pilot_gates = [g for g in ALL_GATES if g.startswith("pilot.")]
+    assert pilot_gates and quick.skip_gates == [*cat.skip_gates, *pilot_gates]
+    assert "fresh_train" in mutate.judged_gates(quick.skip_gates)
+    assert mutate.skipping(cat, ["scaling"], ci, REPO) == cat  # already skipped: nothing added twice
+    # a foreach stage by its name or one of its items; a gate reading it is off, the others stay
+    one = mutate.skipping(cat, ["train@proc"], [], REPO).skip_gates
+    assert "loss_match.proc" in one and "loss_match.thread" not in one and "export_md5" not in one
+    assert "loss_match.thread" in mutate.skipping(cat, ["train"], [], REPO).skip_gates
+
+
+def test_skipping_refuses_an_unknown_stage_and_a_mutant_left_uncatchable() -> None:
+    cat = mutants_load()
+    with pytest.raises(mutate.CampaignError) as e:
+        mutate.skipping(cat, ["pilott", "probes", "envv"], [], REPO)
+    assert str(e.value) == f"--skip-stage envv pilott: not a stage of {REPO / 'dvc.yaml'}"
+    with pytest.raises(mutate.CampaignError) as e:
+        mutate.skipping(cat, ["train"], [mutant("m", ["loss_match", "cross_rank"])], REPO)
+    assert str(e.value) == "mutant m: every gate it expects (loss_match, cross_rank) reads a skipped stage"
+    # one expected gate left is enough; no expectation (the control) and a crash expectation pass
+    picked = [mutant("a", ["loss_match", "fresh_train"]), mutant("b", []), mutant("c", ["stage"])]
+    assert mutate.skipping(cat, ["train@proc"], picked, REPO).skip_stages[-1] == "train@proc"
+
+
+def test_the_baseline_stamp_holds_the_skipped_stages(tmp_path: Path) -> None:
+    (tmp_path / "params.yaml").write_bytes(b"P")
+    cat = Catalogue([], {"cpu": ["profile=cpu"]}, ["scaling"], [], 60)
+    campaign = mutate.Campaign(tmp_path, tmp_path / "w", cat, "cpu")
+    key = campaign.base_stamp(["params.yaml"])
+    assert key == mutate.stamp(tmp_path, ["params.yaml"], ["profile=cpu", "skip-stage scaling"])
+    quicker = dataclasses.replace(campaign, cat=dataclasses.replace(cat, skip_stages=["scaling", "pilot"]))
+    assert quicker.base_stamp(["params.yaml"]) != key  # a base built without pilot is another base

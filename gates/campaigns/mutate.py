@@ -22,6 +22,7 @@ This module never imports torch: every stage runs in a subprocess.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -199,6 +200,27 @@ def judged_gates(skip: list[str]) -> list[str]:
     ]
 
 
+def skipping(cat: Catalogue, skip: list[str], picked: list[Mutant], root: Path) -> Catalogue:
+    """`cat` with the stages `skip` also left out (`--skip-stage`), and every gate that reads one of
+    them: a shorter campaign on the gates the picked mutants are expected to be caught by. A name that
+    is not a stage of root's dvc.yaml, or a mutant left with no expected gate to catch it, is refused."""
+    names = stages(root, [])
+    unknown = sorted(set(skip) - {*names, *(n.split("@")[0] for n in names)})
+    if unknown:
+        raise CampaignError(f"--skip-stage {' '.join(unknown)}: not a stage of {root / 'dvc.yaml'}")
+    stages_off = [*cat.skip_stages, *(s for s in skip if s not in cat.skip_stages)]
+    off = set(names) - set(stages(root, skip))
+    reads_off = [g.id for g in gate_catalogue.GATES if set(gate_catalogue.stages_read(g.id)) & off]
+    gates_off = [*cat.skip_gates, *(g for g in reads_off if g not in cat.skip_gates)]
+    judged = judged_gates(gates_off)
+    for m in picked:  # "stage": caught by a crash, not by a gate
+        if m.expect and "stage" not in m.expect and not any(matches(g, m.expect) for g in judged):
+            raise CampaignError(
+                f"mutant {m.id}: every gate it expects ({', '.join(m.expect)}) reads a skipped stage"
+            )
+    return dataclasses.replace(cat, skip_stages=stages_off, skip_gates=gates_off)
+
+
 # not what the baseline's artifacts depend on (the gate code is the judge: the base is re-judged each time)
 NOT_STAMPED = ("tests/", "docs/", "ci/", ".github/", "gates/", "README.md", "pyproject.toml")
 
@@ -235,6 +257,12 @@ class Campaign:
             raise CampaignError(f"{self.cat.source}: profiles: no profile {self.profile!r}")
         return self.cat.profiles[self.profile]
 
+    def base_stamp(self, files: list[str]) -> str:
+        """The baseline's key: its files, the profile's overrides and the stages it leaves out."""
+        return stamp(
+            self.root, files, [*self.overrides(), *(f"skip-stage {s}" for s in self.cat.skip_stages)]
+        )
+
     def repro(self, tree: Path, timeout: float) -> tuple[int, str, bool]:
         # --keep-going: after a crash the stages that do not depend on it still run and are judged
         cmd = [sys.executable, "-m", "dvc", "repro", "--keep-going", *stages(tree, self.cat.skip_stages)]
@@ -262,7 +290,7 @@ class Campaign:
         self.work.mkdir(parents=True, exist_ok=True)
         outputs.write_marker(self.work, WORK)
         files = tracked_files(self.root)
-        key = stamp(self.root, files, self.overrides())
+        key = self.base_stamp(files)
         mark = self.base / ".mutate-stamp"
         if mark.exists() and mark.read_text() == key:
             self.say(f"baseline {self.base} is current (stamp {key})")
