@@ -36,6 +36,7 @@ from pathlib import Path
 from contracts import outputs
 from contracts.fileio import atomic_write_json
 from contracts.validate import ValidationError
+from contracts.yamlfile import PIPELINE_BYTES, load_pipeline_text
 from gates.judges import catalogue
 from params.config import write_with_section
 from params.project import load_judging
@@ -143,6 +144,50 @@ def has_golden(registry: Path, config: str | None) -> bool:
         return False
 
 
+def stage_inputs(pipeline: object) -> list[str] | None:
+    """Every path a stage of a parsed dvc.yaml depends on, with each params file it names other than
+    params.yaml; None when they cannot all be read literally (a `${...}` dep, a dep that is not a path)."""
+    stages = pipeline.get("stages") if isinstance(pipeline, dict) else None
+    if not isinstance(stages, dict):
+        return None
+    paths: list[str] = []
+    for body in stages.values():
+        body = body.get("do", body) if isinstance(body, dict) else None
+        if not isinstance(body, dict):
+            return None
+        deps = body.get("deps") or []
+        files = [next(iter(p)) for p in body.get("params") or [] if isinstance(p, dict) and p]
+        if not isinstance(deps, list) or not all(isinstance(d, str) and "${" not in d for d in deps + files):
+            return None
+        paths += deps + files
+    return paths
+
+
+def pipeline_inputs(repo: Path, commit: str) -> list[list[str]] | None:
+    """What `commit` feeds the pipeline, as git blob ids: dvc.yaml, params.yaml, every `.dvc` file and
+    every tracked file under a stage's dep. Two commits with equal inputs build equal artifacts (DVC's
+    own rule: code, params, data), so one verdict serves both. None: always build this commit."""
+    try:
+        if int(git(repo, "cat-file", "-s", f"{commit}:dvc.yaml")) > PIPELINE_BYTES:
+            return None
+        source = f"{commit}:dvc.yaml"
+        # pragma below: the source only names an error this function turns into None
+        pipeline = load_pipeline_text(git(repo, "show", source), source)  # pragma: no mutate -- equivalent
+    except (BisectError, ValidationError, ValueError):
+        return None
+    deps = stage_inputs(pipeline)
+    if deps is None:
+        return None
+    roots = [d.removesuffix("/") for d in deps]
+    listing = [line.split("\t", 1) for line in git(repo, "ls-tree", "-r", "-z", commit).split("\0") if line]
+    return [
+        [path, meta.split()[2]]
+        for meta, path in listing
+        if path in ("dvc.yaml", "params.yaml") or path.endswith(".dvc")
+        or any(path == r or path.startswith(r + "/") for r in roots)
+    ]  # fmt: skip
+
+
 def run_logged(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
@@ -166,11 +211,36 @@ class Bisector:
         text = f"v2|{self.gate}|{commit}|{self.good}|{judge_fingerprint(self.judge, self.params)}"
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
+    def inputs_key(self, commit: str) -> str | None:
+        """The key of what `commit` feeds the pipeline (pipeline_inputs), judged by this judge from GOOD."""
+        inputs = pipeline_inputs(self.repo, commit)
+        if inputs is None:
+            return None
+        text = json.dumps(["v1", self.gate, self.good, judge_fingerprint(self.judge, self.params), inputs])
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
     def verdict(self, commit: str) -> Verdict:
-        """The gate's verdict at `commit`, from the cache or by running its stages."""
+        """The gate's verdict at `commit`: from the cache, else that of an earlier commit with the same
+        pipeline inputs (a docs commit is judged once, as its parent), else by running its stages."""
         path = self.cache / f"{self.key(commit)}.json"
         if path.exists():
             return Verdict(**json.loads(path.read_text()))
+        inputs = self.inputs_key(commit)
+        same = self.cache / "inputs" / f"{inputs}.json"
+        if inputs is not None and same.exists():
+            seen = json.loads(same.read_text())
+            v = Verdict(**{**seen["verdict"], "message": f"(as {seen['commit'][:12]}: same pipeline inputs) "
+                           + seen["verdict"]["message"]})  # fmt: skip
+            atomic_write_json(path, asdict(v))
+            return v
+        v = self.build(commit)
+        if inputs is not None:
+            atomic_write_json(same, {"commit": commit, "verdict": asdict(v)})
+        atomic_write_json(path, asdict(v))  # a killed bisect leaves no half-written verdict to read
+        return v
+
+    def build(self, commit: str) -> Verdict:
+        """The verdict of `commit`'s own artifacts, built in a scratch worktree that is removed after."""
         tree = self.cache / "worktrees" / commit[:12]
         shutil.rmtree(tree, ignore_errors=True)
         git(self.repo, "worktree", "prune")  # worktrees a killed bisect left registered
@@ -190,7 +260,6 @@ class Bisector:
                 ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(tree)], capture_output=True
             )
             shutil.rmtree(tree, ignore_errors=True)
-        atomic_write_json(path, asdict(v))  # a killed bisect leaves no half-written verdict to read
         return v
 
     def build_and_judge(self, tree: Path) -> Verdict:
