@@ -140,6 +140,11 @@ class Params:
     raw: dict[str, Any]
     source: str
     defaults: tuple[str, ...] = ()  # gates: sections a project's own file took from the harness (project.py)
+    # each pilot cell's params (pilot_cells.cell_params), resolved once per Params (raw is never edited;
+    # init=False: a dataclasses.replace() copy starts with its own)
+    resolved_cells: dict[str, Params] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from conftest import PARAMS
@@ -78,6 +80,15 @@ def test_only_the_resume_cell_checkpoints(cpu: Params) -> None:
 def test_cell_params_name_the_cell(cpu: Params) -> None:
     p = cell_params(cpu, "grad_accum")
     assert p.source == f"{PARAMS} (pilot cell grad_accum)" and p.raw["train"]["grad_accum"] == 2
+
+
+def test_a_cell_is_resolved_once_per_params_and_a_copy_resolves_its_own(cpu: Params) -> None:
+    first = cell_params(cpu, "grad_accum")
+    assert cell_params(cpu, "grad_accum") is first and cell_params(cpu, BASE) is not first
+    # control: a replaced Params (other raw) never reads the first one's resolved cells
+    other = dataclasses.replace(cpu, raw={**cpu.raw, "seed": cpu.raw["seed"] + 1})
+    assert other.resolved_cells == {} and cpu.resolved_cells
+    assert cell_params(other, "grad_accum").raw["seed"] == first.raw["seed"] + 1
 
 
 def test_config_diff_names_the_keys_a_cell_changes(cpu: Params) -> None:
