@@ -31,6 +31,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 from contracts import outputs
@@ -206,9 +207,14 @@ class Bisector:
     good: str
     cache: Path
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """The judge's fingerprint, read once: the judge's files do not change while it bisects."""
+        return judge_fingerprint(self.judge, self.params)
+
     def key(self, commit: str) -> str:
         # v2: each commit judged against its own params (the judge gives only `gates:`)
-        text = f"v2|{self.gate}|{commit}|{self.good}|{judge_fingerprint(self.judge, self.params)}"
+        text = f"v2|{self.gate}|{commit}|{self.good}|{self.fingerprint}"
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def inputs_key(self, commit: str) -> str | None:
@@ -216,7 +222,7 @@ class Bisector:
         inputs = pipeline_inputs(self.repo, commit)
         if inputs is None:
             return None
-        text = json.dumps(["v1", self.gate, self.good, judge_fingerprint(self.judge, self.params), inputs])
+        text = json.dumps(["v1", self.gate, self.good, self.fingerprint, inputs])
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def verdict(self, commit: str) -> Verdict:
