@@ -130,10 +130,25 @@ def test_entry_paths(entries: Any, outs: list[Out]) -> None:
     assert [type(o.cache) for o in got] == [bool] * len(outs)
 
 
-@pytest.mark.parametrize("entry", [{"a": {}, "b": {}}, {}, 3, ["a"]])
+@pytest.mark.parametrize("entry", [{"a": {}, "b": {}}, {}, 3, ["a"], {"path": "a"}, {"a": ["cache"]}])
 def test_an_entry_neither_path_nor_one_mapping_is_refused(entry: Any) -> None:
     message = raises(_entry_paths, ["ok", entry], W)
     assert message == f"{W}: an out or dep {entry!r} is neither a path nor {{path: flags}}"
+
+
+@pytest.mark.parametrize("entries", ["a.py", {"a.py": None}, 3])
+def test_entries_that_are_not_a_list_are_refused_not_read_by_character(entries: Any) -> None:
+    """DVC's schema wants a list: `deps: a.py` was read as the four deps a, ., p, y."""
+    assert raises(_entry_paths, entries, W) == f"{W}: {entries!r} is not a list of entries"
+    assert raises(_params, entries, W) == f"{W}: {entries!r} is not a list of entries"
+
+
+def test_a_params_file_whose_keys_are_not_a_list_is_refused() -> None:
+    assert (
+        raises(_params, [{"f.yaml": "lr"}], W)
+        == f"{W}: params entry {{'f.yaml': 'lr'}} is neither a key nor {{file: [keys]}}"
+    )
+    assert _params([{"f.yaml": ["lr"]}, {"g.yaml": None}], W) == (("f.yaml", ("lr",)), ("g.yaml", ()))
 
 
 @pytest.mark.parametrize(

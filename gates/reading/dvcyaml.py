@@ -81,10 +81,24 @@ def interpolate(value: Any, ctx: dict[str, Any], where: str) -> Any:
     return INTERPOLATION.sub(text, value)
 
 
+def _entries(entries: Any, where: str) -> list[Any]:
+    """A stage's list of deps, outs or params (absent: none). DVC's schema wants a list: a string
+    would otherwise be read character by character."""
+    if not entries:
+        return []
+    if not isinstance(entries, list):
+        raise DvcYamlError(f"{where}: {entries!r} is not a list of entries")
+    return entries
+
+
 def _entry_paths(entries: Any, where: str) -> list[Out]:
     outs = []
-    for entry in entries or []:
-        if isinstance(entry, dict) and len(entry) == 1:
+    for entry in _entries(entries, where):
+        if (
+            isinstance(entry, dict)
+            and len(entry) == 1
+            and isinstance(next(iter(entry.values())), (dict, type(None)))
+        ):
             path, flags = next(iter(entry.items()))
             outs.append(Out(str(path), bool((flags or {}).get("cache", True))))
         elif isinstance(entry, str):
@@ -96,10 +110,10 @@ def _entry_paths(entries: Any, where: str) -> list[Out]:
 
 def _params(entries: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     files: dict[str, list[str]] = {}
-    for entry in entries or []:
+    for entry in _entries(entries, where):
         if isinstance(entry, str):
             files.setdefault(DEFAULT_PARAMS, []).append(entry)
-        elif isinstance(entry, dict):
+        elif isinstance(entry, dict) and all(isinstance(keys, (list, type(None))) for keys in entry.values()):
             for name, keys in entry.items():
                 files.setdefault(str(name), []).extend(str(k) for k in keys or [])
         else:
