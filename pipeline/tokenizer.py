@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         save_tokens(data / "tokens.safetensors", train, val)
         summary = {
             "vocab_size": tok.get_vocab_size(),
-            "train_tokens": train.numel(),
-            "val_tokens": val.numel(),
-            "chars_per_token": meta["split"]["train"]["characters"] / max(1, train.numel()),
+            "train_tokens": train.size,
+            "val_tokens": val.size,
+            "chars_per_token": meta["split"]["train"]["characters"] / max(1, train.size),
             "tokenizer_md5": md5_file(data / "tokenizer.json"),
         }
         atomic_write_json(data / "tokens.json", summary)

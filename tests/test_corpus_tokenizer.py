@@ -137,6 +137,27 @@ def test_tokenizer_stage_writes_tokens(tmp_path: Path) -> None:
     assert tok.decode(tokens["val"].tolist(), skip_special_tokens=False) == text[cut:]
 
 
+def test_token_files_are_the_bytes_torch_writes_and_the_stage_never_imports_torch(tmp_path: Path) -> None:
+    """save_tokens writes with safetensors.numpy so the stage skips torch's import (docs/performance.md);
+    the file must stay the bytes safetensors.torch writes (tokens.safetensors is in dvc.lock and the
+    run cache), and a torch tensor written back (tests/test_inputs_bounded.py) keeps its dtype."""
+    import torch
+    from safetensors.torch import save
+
+    from xtrain.core.tokenizer import save_tokens
+
+    tok = train_tokenizer(tiny_text(3000), 300, 2)
+    train, val = encode_text(tok, tiny_text(500, seed=1)), encode_text(tok, tiny_text(100, seed=2))
+    save_tokens(tmp_path / "np.safetensors", train, val)
+    want = save({"train": torch.from_numpy(train), "val": torch.from_numpy(val)})
+    assert (tmp_path / "np.safetensors").read_bytes() == want
+    save_tokens(tmp_path / "t.safetensors", torch.from_numpy(train).long(), torch.from_numpy(val))
+    assert load_tokens(tmp_path / "t.safetensors")["train"].dtype == torch.int64  # control: dtype kept
+    probe = "import sys, runpy; sys.argv[0] = 'pipeline.tokenizer'; import pipeline.tokenizer; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
 def test_tokenizer_stage_without_a_corpus_fails_in_one_line(tmp_path: Path) -> None:
     proc = run_tokenizer_stage(tmp_path)
     assert proc.returncode != 0 and not (tmp_path / "tokens.safetensors").exists()

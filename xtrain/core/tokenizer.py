@@ -7,15 +7,19 @@ documents and is the bos/eos of the exported model.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save
+from safetensors.numpy import save
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from contracts.fileio import atomic_write_bytes, atomic_write_text
 from contracts.validate import ValidationError
 from xtrain.core.corpus import EOT, SEPARATOR
+
+if TYPE_CHECKING:
+    import torch
 
 RETOKENIZE = "re-run the tokenizer stage (dvc repro tokenizer)"
 
@@ -50,7 +54,7 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise ValidationError(str(path), "", f"not a valid tokenizer file: {problem}", hint=RETOKENIZE) from e
 
 
-def encode_text(tok: Tokenizer, text: str) -> torch.Tensor:
+def encode_text(tok: Tokenizer, text: str) -> np.ndarray:
     """Encode a split: documents are encoded separately and joined with the end-of-text id."""
     eot = tok.token_to_id(EOT)
     ids: list[int] = []
@@ -61,15 +65,20 @@ def encode_text(tok: Tokenizer, text: str) -> torch.Tensor:
         if i:
             ids.append(eot)
         ids.extend(enc.ids)
-    return torch.tensor(ids, dtype=torch.int32)
+    return np.array(ids, dtype=np.int32)
 
 
-def save_tokens(path: Path, train: torch.Tensor, val: torch.Tensor) -> None:
-    atomic_write_bytes(path, save({"train": train.contiguous(), "val": val.contiguous()}))
+def save_tokens(path: Path, train: np.ndarray | torch.Tensor, val: np.ndarray | torch.Tensor) -> None:
+    """numpy, not torch: the tokenizer stage never imports torch (2.5 CPU-s on a 2-core Xeon, on the
+    main job's critical path); the bytes are those safetensors.torch writes for the same int32 ids."""
+    splits = {"train": train, "val": val}
+    atomic_write_bytes(path, save({k: np.ascontiguousarray(np.asarray(v)) for k, v in splits.items()}))
 
 
 def load_tokens(path: str | Path) -> dict[str, torch.Tensor]:
     """The train and val token tensors; a missing, truncated or foreign file is one line naming it."""
+    from safetensors.torch import load_file  # the trainer's side: torch is imported there anyway
+
     if not Path(path).is_file():
         raise ValidationError(str(path), "", "token file not found", hint=RETOKENIZE)
     try:
