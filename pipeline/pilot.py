@@ -29,7 +29,7 @@ from contracts.fileio import replace_directory
 from params.config import Params
 from params.pilot_cells import CELLS, cell_sets, cells_for, pilot_section
 from pipeline import stage
-from xtrain.core import launch, proctree
+from xtrain.core import launch, launch_plan, proctree
 from xtrain.core.pilot import (
     ProcJob,
     Record,
@@ -53,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
     ap = stage.parser(__doc__ or "")
     ap.prog = "python -m pipeline.pilot"
     ap.add_argument("--cells", nargs="+", choices=sorted(CELLS), help="default: pilot.cells.<profile>")
-    ap.add_argument("--launchers", nargs="+", choices=launch.LAUNCHERS, help="default: pilot.launchers")
+    ap.add_argument("--launchers", nargs="+", choices=launch_plan.LAUNCHERS, help="default: pilot.launchers")
     outputs.output_flag(ap.add_argument("--out", default="runs/pilot"), PILOT)
     ap.add_argument("--tokens", default="data/tokens.safetensors")
     ap.add_argument("--tokenizer", default="data/tokenizer.json")
@@ -100,7 +100,7 @@ def proc_job(argv: list[str], params: Params, staging: Path) -> ProcJob:
 
     def command(cells: list[str]) -> list[str]:
         extra = ["--staging", str(staging), "--proc-cells", *cells]
-        return launch.torchrun_cmd(cfg.proc_world, "pipeline.pilot", *argv, *extra)
+        return launch_plan.torchrun_cmd(cfg.proc_world, "pipeline.pilot", *argv, *extra)
 
     print(f"[pilot] proc: torchrun with {cfg.proc_world} workers", flush=True)
     return ProcJob(command, staging, cfg.proc_world, cfg.timeout_s)

@@ -25,7 +25,7 @@ from contracts.errors import report
 from pipeline import stage
 from xtrain.bench.remeasure import Remeasure
 from xtrain.bench.scaling import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
-from xtrain.core.launch import build_spec, torchrun_cmd
+from xtrain.core.launch_plan import build_spec, torchrun_cmd
 from xtrain.core.tokenizer import load_tokenizer
 
 

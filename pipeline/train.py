@@ -28,8 +28,8 @@ from contracts.errors import XtrainError, debug, report
 from contracts.validate import ValidationError
 from params.cli import add_params_args
 from params.config import LaunchConfig, load_params
-from xtrain.core import launch, proctree, rundir
-from xtrain.core.train import RunSpec
+from xtrain.core import launch_plan, proctree, rundir
+from xtrain.core.launch_plan import RunSpec
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("launcher", choices=launch.LAUNCHERS)
+    ap.add_argument("launcher", choices=launch_plan.LAUNCHERS)
     add_params_args(ap)
     outputs.output_flag(
         ap.add_argument("--run-dir", default=None, help="default: runs/<launcher>"), outputs.RUN
@@ -62,12 +62,16 @@ def run_dir(args: argparse.Namespace) -> str:
 def load(args: argparse.Namespace) -> tuple[LaunchConfig, RunSpec]:
     """params.yaml (validated) and every input, loaded before anything is touched."""
     params = load_params(args.params, args.overrides)
-    spec = launch.build_spec(params, args.launcher, run_dir(args), args.tokens, args.tokenizer, args.resume)
+    spec = launch_plan.build_spec(
+        params, args.launcher, run_dir(args), args.tokens, args.tokenizer, args.resume
+    )
     return params.launch_config(), spec
 
 
 def train_here(args: argparse.Namespace) -> int:
     """The single or thread launcher in this process; a failure is one line (contracts.errors)."""
+    from xtrain.core import launch  # torch: only where ranks train (xtrain/core/launch_plan.py)
+
     try:
         cfg, spec = load(args)
         launch.run_local(spec, args.launcher, cfg, args.world)
@@ -86,6 +90,8 @@ Resolve = Callable[[], tuple[LaunchConfig, RunSpec, bool | None]]
 def torchrun_worker(resolve: Resolve) -> int:
     """A torchrun worker: dies with its agent (and with our launcher, xtrain/core/proctree.py); a failure
     is one line naming the rank, then a hard exit."""
+    from xtrain.core import launch  # torch: only where ranks train (xtrain/core/launch_plan.py)
+
     launch.die_with_parent()
     rank = int(os.environ["RANK"])
     guard = proctree.guard_worker(rank)
@@ -102,6 +108,8 @@ def torchrun_worker(resolve: Resolve) -> int:
 
 
 def worker_body(resolve: Resolve, rank: int) -> int:
+    from xtrain.core import launch
+
     try:
         cfg, spec, kept = resolve()
         launch.run_proc_rank(spec, cfg.timeout_s, cfg.grad_sync, kept=kept)
@@ -124,7 +132,7 @@ def proc_command(argv: list[str]) -> list[str]:
     """torchrun with the validated proc world, its workers running `pipeline.train` with our argv."""
     args = parse_args(argv)
     world = args.world or worlds(args.params, args.overrides)["proc"]
-    return launch.torchrun_cmd(world, "pipeline.train", *argv)
+    return launch_plan.torchrun_cmd(world, "pipeline.train", *argv)
 
 
 def start_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
@@ -132,11 +140,11 @@ def start_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
     params are resolved here, once: the workers read the resolved run from the staging directory."""
     cfg, spec = load(args)  # every input validated before anything is touched
     world = args.world or cfg.proc_world
-    cmd = launch.torchrun_cmd(world, "pipeline.train", *argv)
+    cmd = launch_plan.torchrun_cmd(world, "pipeline.train", *argv)
     print(f"[proc] {shlex.join(cmd)}", flush=True)
-    launch_file = launch.stage_launch(spec, cfg)
+    launch_file = launch_plan.stage_launch(spec, cfg)
     try:
-        code = proctree.supervise(cmd, world, cfg.timeout_s, {launch.LAUNCH_ENV: str(launch_file)})
+        code = proctree.supervise(cmd, world, cfg.timeout_s, {launch_plan.LAUNCH_ENV: str(launch_file)})
     except proctree.Interrupted as e:
         print(
             f"error: launcher: {e}: its torchrun agent and workers were killed; {run_dir(args)} is unchanged",
@@ -147,7 +155,7 @@ def start_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
     except proctree.TreeFailed as e:
         return report(e)
     finally:
-        launch.unstage_launch(launch_file)
+        launch_plan.unstage_launch(launch_file)
     if code == 0:
         proctree.commit(run_dir(args))
     return code
@@ -166,9 +174,9 @@ def launch_locked(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if "RANK" in os.environ and launch.LAUNCH_ENV in os.environ and proctree.launcher_commits():
+    if "RANK" in os.environ and launch_plan.LAUNCH_ENV in os.environ and proctree.launcher_commits():
         # a worker of our launcher: it resolved the run once; argv and params.yaml are not read again
-        return torchrun_worker(lambda: launch.read_launch(os.environ[launch.LAUNCH_ENV]))
+        return torchrun_worker(lambda: launch_plan.read_launch(os.environ[launch_plan.LAUNCH_ENV]))
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if "RANK" in os.environ and args.launcher == "proc":  # a worker of a bare torchrun (multi-node)

@@ -217,7 +217,7 @@ def tiny_spec(
     train: dict | None = None,
     seed: int = 1234,
 ):
-    from xtrain.core.train import RunSpec
+    from xtrain.core.launch_plan import RunSpec
 
     return RunSpec(
         run=tiny_run_config(data.vocab_size, model, train, seed),

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from bug_layer import xtrain_bugs as bugs
 from conftest import REPO, TinyData, tiny_cli, tiny_spec
-from xtrain.core.launch import run_single, run_threads, torchrun_cmd
+from xtrain.core.launch import run_single, run_threads
+from xtrain.core.launch_plan import torchrun_cmd
 
 LAUNCH_MODULE = "pipeline.train"  # the launchers' command line
 CUDA = {"device": "cuda", "precision": "bf16", "fused_adamw": True, "steps": 12}

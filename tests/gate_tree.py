@@ -30,7 +30,8 @@ from gates.__main__ import main as gates_main
 from params.config import set_in_file
 from registry import index as registry_index
 from registry.__main__ import main as registry_main
-from xtrain.core.launch import run_single, run_threads, torchrun_cmd
+from xtrain.core.launch import run_single, run_threads
+from xtrain.core.launch_plan import torchrun_cmd
 from xtrain.export.closed_loop_run import closed_loop
 from xtrain.export.hf_folder import export
 

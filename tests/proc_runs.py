@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bug_layer import xtrain_bugs as bugs
 from conftest import REPO, TinyData, tiny_cli
-from xtrain.core.launch import torchrun_cmd
+from xtrain.core.launch_plan import torchrun_cmd
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from conftest import REPO, TinyData, tiny_cli
-from xtrain.core.launch import torchrun_cmd
+from xtrain.core.launch_plan import torchrun_cmd
 from xtrain.core.rundir import partial_dir
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]

@@ -113,8 +113,7 @@ def test_the_resolved_run_reads_back_with_its_identity(tmp_path: Path) -> None:
     from contracts.outputs import LAUNCH_FILE
     from params.config import LaunchConfig
     from xtrain.core import rundir
-    from xtrain.core.launch import read_launch, stage_launch, unstage_launch
-    from xtrain.core.train import RunSpec
+    from xtrain.core.launch_plan import RunSpec, read_launch, stage_launch, unstage_launch
 
     run = load_params(PARAMS).run_config(2048)
     assert RunConfig.from_dict(json.loads(json.dumps(run.to_dict()))) == run

@@ -126,7 +126,7 @@ def test_a_shell_command_as_world_in_the_params_file_is_refused_before_anything_
 
 def test_torchrun_cmd_takes_only_a_positive_integer_world() -> None:
     from contracts.validate import ValidationError
-    from xtrain.core.launch import torchrun_cmd
+    from xtrain.core.launch_plan import torchrun_cmd
 
     assert torchrun_cmd(2, "m")[5] == "2"
     for bad in (0, "2 --help", 2.0, True):

@@ -97,3 +97,19 @@ def test_the_registry_check_catches_an_xtrain_import() -> None:
     xtrain seen where a module pulls it in, is tests/test_house.py's)."""
     old = ast.parse("from xtrain.core.checkpoint_dir import resolve_checkpoint\n")
     assert project_imports(old) - MAY_IMPORT["registry"] == {"xtrain"}
+
+
+# Processes that only validate and start others: torch's import (2.5 CPU-s on a 2-core Xeon) is the
+# ranks' (docs/performance.md); the tokenizer stage writes its ids with numpy.
+TORCH_FREE = ["pipeline.train", "pipeline.tokenizer", "xtrain.core.launch_plan"]
+
+
+def test_launchers_and_the_tokenizer_stage_load_no_torch() -> None:
+    loaded = loaded_by(TORCH_FREE)
+    assert "xtrain" in loaded and "torch" not in loaded, sorted(loaded)
+
+
+def test_the_torch_probe_sees_the_trainer() -> None:
+    """Negative control: the module that trains (imported by pipeline.train only inside the functions
+    that train) does load torch in the same probe."""
+    assert "torch" in loaded_by([*TORCH_FREE, "xtrain.core.launch"])

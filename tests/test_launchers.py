@@ -21,7 +21,8 @@ from contracts.numbers import max_rel
 from gates.judges import ddp
 from gates.judges.training import train_mode_problem, with_train_mode
 from proc_runs import ProcRuns
-from xtrain.core.launch import run_single, run_threads, torchrun_cmd
+from xtrain.core.launch import run_single, run_threads
+from xtrain.core.launch_plan import torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 LOSS_MATCH = {"max_rel": 1e-3, "cpu": {"first_step_rtol": 1e-5, "prefix_steps": 64, "final_val_atol": 0.01}}

@@ -32,7 +32,7 @@ from proctree_cases import (
     wait_for,
     worker,
 )
-from xtrain.core.launch import torchrun_cmd
+from xtrain.core.launch_plan import torchrun_cmd
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 

@@ -24,7 +24,7 @@ BUILD_SPEC = (
     PRELUDE
     + """
 from params.config import load_params
-from xtrain.core.launch import build_spec
+from xtrain.core.launch_plan import build_spec
 before = threads()
 build_spec(load_params(sys.argv[1], ["train.seq_len=16"]), "thread", None, sys.argv[2], sys.argv[3], False)
 print(threads() - before)
@@ -47,7 +47,8 @@ RANK_SHARES = (
     PRELUDE
     + """
 from params.config import load_params
-from xtrain.core.launch import build_spec, run_threads
+from xtrain.core.launch import run_threads
+from xtrain.core.launch_plan import build_spec
 spec = build_spec(load_params(sys.argv[1], ["train.cpu_threads=2"]), "thread", None, sys.argv[2], sys.argv[3], False)
 shares = [run_threads(spec, w, 30, target=lambda s, c: torch.get_num_threads()) for w in (1, 2)]
 print(shares, torch.get_num_threads())

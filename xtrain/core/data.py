@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from contracts.validate import ValidationError
 from xtrain.core.determinism import derive_seed
 from xtrain.core.fingerprint import MAX_TERMS, hash32
+from xtrain.core.tokenizer import load_tokens, require_fit, require_ids
 
 
 @dataclass
@@ -33,39 +33,17 @@ class TokenData:
 
     @classmethod
     def load(cls, path: str, device: torch.device | str) -> TokenData:
-        from xtrain.core.tokenizer import load_tokens
-
         t = load_tokens(path)
         return cls.from_tensors(t["train"], t["val"], device)
 
+    def splits(self) -> dict[str, torch.Tensor]:
+        return {"train": self.train, "val": self.val}
+
     def require_fit(self, seq_len: int, source: str) -> None:
-        """Refuse (naming train.seq_len) a split too short to cut one sequence of seq_len+1 tokens."""
-        for split, tokens in (("train", self.train), ("val", self.val)):
-            if tokens.numel() <= seq_len + 1:
-                raise ValidationError(
-                    source,
-                    "train.seq_len",
-                    f"the {split} split has {tokens.numel()} tokens, fewer than train.seq_len+2={seq_len + 2}",
-                    "each split longer than train.seq_len+1 tokens",
-                    "use a larger corpus or data.val_fraction, or a smaller train.seq_len",
-                )
+        require_fit(self.splits(), seq_len, source)
 
     def require_ids(self, vocab_size: int, source: str, tokenizer: str) -> None:
-        """Refuse token ids outside the tokenizer's vocabulary (the model's embedding rows): an id
-        >= vocab_size would index past the embedding, and one never sampled would pass silently."""
-        for split, tokens in (("train", self.train), ("val", self.val)):
-            if tokens.numel() == 0:
-                continue
-            low, high = int(tokens.min()), int(tokens.max())
-            if low < 0 or high >= vocab_size:
-                bad = low if low < 0 else high
-                raise ValidationError(
-                    source,
-                    split,
-                    f"token id {bad} is outside the vocabulary of {tokenizer} ({vocab_size} tokens)",
-                    f"ids in [0, {vocab_size})",
-                    "re-run the tokenizer stage (dvc repro tokenizer) so tokens and tokenizer match",
-                )
+        require_ids(self.splits(), vocab_size, source, tokenizer)
 
 
 def sample_starts(n_tokens: int, seq_len: int, batch: int, seed: int) -> torch.Tensor:

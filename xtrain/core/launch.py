@@ -21,7 +21,6 @@ import ctypes
 import dataclasses
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -31,11 +30,8 @@ from typing import Any
 
 import torch
 
-from contracts import outputs
 from contracts.errors import XtrainError, moved, one_line
-from contracts.fileio import atomic_write_json
-from contracts.validate import ValidationError, load_json
-from params.config import LaunchConfig, Params, RunConfig, check_world
+from params.config import LaunchConfig, check_world
 from xtrain.core import determinism, proctree, rundir
 from xtrain.core.comm import (
     Communicator,
@@ -48,13 +44,9 @@ from xtrain.core.comm import (
 )
 from xtrain.core.data import TokenData
 from xtrain.core.env import fingerprint
+from xtrain.core.launch_plan import RunSpec
 from xtrain.core.model import build_model
-from xtrain.core.tokenizer import load_tokenizer
-from xtrain.core.train import RankResult, RunSpec, metrics_dict, train_rank, write_metrics
-
-LAUNCHERS = ("single", "thread", "proc")
-LAUNCH_ENV = "XTRAIN_LAUNCH_FILE"  # a worker of our proc launcher: where its resolved run is
-LAUNCH_FORMAT = "xtrain-launch/1"
+from xtrain.core.train import RankResult, metrics_dict, train_rank, write_metrics
 
 
 class RankFailed(XtrainError, RuntimeError):
@@ -67,25 +59,6 @@ class RankFailed(XtrainError, RuntimeError):
         self.rank, self.error, self.tb, self.run = rank, error, tb, run
         tail = f"; {note}" if note else ""
         super().__init__(f"rank {rank} failed: {type(error).__name__}: {one_line(error)}{tail}")
-
-
-def torchrun_cmd(nproc: int, module: str, *args: str) -> list[str]:
-    """A one-node torchrun invocation of `python -m module args` with `nproc` workers, no restarts."""
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ValidationError("torchrun", "--nproc-per-node", f"{nproc!r} is invalid", "an integer >= 1")
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        "--max-restarts",
-        "0",
-        "-m",
-        module,
-        *args,
-    ]
 
 
 def device_for(kind: str, local_rank: int) -> torch.device:
@@ -294,73 +267,6 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="xtrain-parent-watch", daemon=True).start()
-
-
-def build_spec(
-    params: Params, launcher: str, run_dir: str | None, tokens: str, tokenizer: str | None, resume: bool
-) -> RunSpec:
-    """Validate and load every input (tokenizer, tokens, their fit to seq_len) before anything is touched."""
-    vocab = load_tokenizer(str(tokenizer)).get_vocab_size()
-    run = params.run_config(vocab)
-    if run.train.device == "cuda" and not torch.cuda.is_available():
-        raise ValidationError(
-            params.source, "train.device", "cuda, but no CUDA device is visible", "cpu here"
-        )
-    with determinism.serial_torch():  # keeps a thread launcher's main thread free of an OpenMP pool
-        data = TokenData.load(tokens, "cpu")
-        data.require_fit(run.train.seq_len, tokens)
-        data.require_ids(vocab, tokens, str(tokenizer))
-    return RunSpec(
-        run=run,
-        tokens_path=tokens,
-        launcher=launcher,
-        run_dir=run_dir,
-        tokenizer_path=tokenizer,
-        resume=resume,
-    )
-
-
-def stage_launch(spec: RunSpec, cfg: LaunchConfig) -> Path:
-    """The proc launcher resolves once: it prepares the staging directory and writes the resolved run
-    there (outputs.LAUNCH_FILE), and its torchrun workers read that instead of argv and params.yaml."""
-    assert spec.run_dir is not None
-    kept = rundir.resumes_partial(spec.run_dir, spec.resume)  # before prepare: an interrupted run's
-    path = rundir.prepare(spec.run_dir, spec.resume) / outputs.LAUNCH_FILE
-    record = {
-        "format": LAUNCH_FORMAT,
-        "run": spec.run.to_dict(),
-        "config_hash": spec.run.config_hash(),
-        "launch": dataclasses.asdict(cfg),
-        "kept": kept,
-        **{k: getattr(spec, k) for k in ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")},
-    }
-    atomic_write_json(path, record)
-    return path
-
-
-def read_launch(path: str | Path) -> tuple[LaunchConfig, RunSpec, bool]:
-    """A worker's view of stage_launch's file: the launch settings, the run spec and `kept`."""
-    d = load_json(str(path))
-    if not isinstance(d, dict) or d.get("format") != LAUNCH_FORMAT:
-        raise ValidationError(
-            str(path), "format", f"not a launch file ({LAUNCH_FORMAT})", "written by pipeline/train.py"
-        )
-    run = RunConfig.from_dict(d["run"])
-    if run.config_hash() != d["config_hash"]:  # the JSON round trip must keep the identity
-        raise ValidationError(
-            str(path), "config_hash", f"{d['config_hash']} read back as {run.config_hash()}"
-        )
-    keys = ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")
-    spec = RunSpec(run=run, **{k: d[k] for k in keys})
-    return LaunchConfig(**d["launch"]), spec, bool(d["kept"])
-
-
-def unstage_launch(path: Path) -> None:
-    """After the tree: the launch file goes (a run holds only outputs), and with it a staging
-    directory that holds nothing else (no worker got to train: as if nothing had been touched)."""
-    path.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # not empty: checkpoints to resume from, or the finished run
-        path.parent.rmdir()
 
 
 def run_local(spec: RunSpec, launcher: str, cfg: LaunchConfig, world: int | None = None) -> None:

@@ -33,8 +33,8 @@ from contracts.errors import XtrainError, one_line
 from contracts.fileio import atomic_write_json
 from params.config import Params, check_world
 from params.pilot_cells import cell_params, pilot_section
-from xtrain.core import launch, proctree
-from xtrain.core.train import RunSpec
+from xtrain.core import launch, launch_plan, proctree
+from xtrain.core.launch_plan import RunSpec
 
 NOTES = ".proc-notes"  # in the staging folder: the torchrun job's notes to the stage (never committed)
 Record = dict[str, Any]
@@ -47,7 +47,7 @@ def cell_specs(
     """The runs of one cell on one launcher, in order: one run; for `resume`, the run stopped at
     pilot.resume_at and its resume."""
     run_dir = str(out / cell / launcher)
-    spec = launch.build_spec(cell_params(params, cell), launcher, run_dir, tokens, tokenizer, False)
+    spec = launch_plan.build_spec(cell_params(params, cell), launcher, run_dir, tokens, tokenizer, False)
     if cell != "resume":
         return [dataclasses.replace(spec, checkpoints=False)]  # 0.25 s of a 0.6 s CPU run
     stop = pilot_section(params)["resume_at"]

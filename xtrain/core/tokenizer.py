@@ -7,7 +7,7 @@ documents and is the bos/eos of the exported model.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from safetensors import SafetensorError
@@ -75,6 +75,20 @@ def save_tokens(path: Path, train: np.ndarray | torch.Tensor, val: np.ndarray | 
     atomic_write_bytes(path, save({k: np.ascontiguousarray(np.asarray(v)) for k, v in splits.items()}))
 
 
+def load_token_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """The train and val token ids as numpy arrays, for checks that need no torch (a launcher's
+    preflight); a missing, truncated or foreign file is one line naming it."""
+    from safetensors.numpy import load_file
+
+    if not Path(path).is_file():
+        raise ValidationError(str(path), "", "token file not found", hint=RETOKENIZE)
+    try:
+        arrays = load_file(str(path))
+    except (SafetensorError, TypeError, ValueError) as e:  # numpy has no bfloat16: a TypeError
+        raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", hint=RETOKENIZE) from e
+    return require_token_splits(path, arrays)
+
+
 def load_tokens(path: str | Path) -> dict[str, torch.Tensor]:
     """The train and val token tensors; a missing, truncated or foreign file is one line naming it."""
     from safetensors.torch import load_file  # the trainer's side: torch is imported there anyway
@@ -85,10 +99,48 @@ def load_tokens(path: str | Path) -> dict[str, torch.Tensor]:
         tensors = load_file(str(path))
     except SafetensorError as e:
         raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", hint=RETOKENIZE) from e
+    return require_token_splits(path, tensors)
+
+
+def require_token_splits(path: str | Path, splits: dict[str, Any]) -> dict[str, Any]:
+    """Both splits present, 1-D, integer (numpy arrays or torch tensors: "int" names both's dtypes)."""
     for split in ("train", "val"):
-        t = tensors.get(split)
-        if t is None or t.dim() != 1 or t.dtype.is_floating_point:
+        t = splits.get(split)
+        if t is None or t.ndim != 1 or "int" not in str(t.dtype):
             raise ValidationError(
                 str(path), split, "missing or not a 1-D integer tensor", "train and val token ids", RETOKENIZE
             )
-    return tensors
+    return splits
+
+
+def require_fit(splits: dict[str, Any], seq_len: int, source: str) -> None:
+    """Refuse (naming train.seq_len) a split too short to cut one sequence of seq_len+1 tokens."""
+    for split in ("train", "val"):
+        n = len(splits[split])
+        if n <= seq_len + 1:
+            raise ValidationError(
+                source,
+                "train.seq_len",
+                f"the {split} split has {n} tokens, fewer than train.seq_len+2={seq_len + 2}",
+                "each split longer than train.seq_len+1 tokens",
+                "use a larger corpus or data.val_fraction, or a smaller train.seq_len",
+            )
+
+
+def require_ids(splits: dict[str, Any], vocab_size: int, source: str, tokenizer: str) -> None:
+    """Refuse token ids outside the tokenizer's vocabulary (the model's embedding rows): an id
+    >= vocab_size would index past the embedding, and one never sampled would pass silently."""
+    for split in ("train", "val"):
+        tokens = splits[split]
+        if len(tokens) == 0:
+            continue
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ValidationError(
+                source,
+                split,
+                f"token id {bad} is outside the vocabulary of {tokenizer} ({vocab_size} tokens)",
+                f"ids in [0, {vocab_size})",
+                "re-run the tokenizer stage (dvc repro tokenizer) so tokens and tokenizer match",
+            )

@@ -25,13 +25,14 @@ from contracts.checkpoint_dir import CheckpointDir, NothingToResume
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
-from params.config import RunConfig, TrainConfig
+from params.config import TrainConfig
 from xtrain.core import failpoints
 from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
 from xtrain.core.comm import Communicator, FlatGrads
 from xtrain.core.data import TokenData, eval_batches, step_batch
 from xtrain.core.determinism import compile_module, derive_seed
 from xtrain.core.fingerprint import StepLedger
+from xtrain.core.launch_plan import RunSpec
 from xtrain.core.model import Transformer
 from xtrain.core.optim import build_optimizer, lr_at, set_lr
 from xtrain.core.peak_memory import peak_bytes, peak_record
@@ -47,22 +48,6 @@ class NonFiniteLoss(XtrainError, RuntimeError):
 
 class ResumeMismatch(XtrainError, RuntimeError):
     pass
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything a rank needs to run, identical on every rank."""
-
-    run: RunConfig
-    tokens_path: str
-    launcher: str
-    run_dir: str | None = None  # None: write nothing (tests, benchmarks)
-    tokenizer_path: str | None = None
-    resume: bool = False
-    env: dict[str, Any] = field(default_factory=dict)
-    determinism: dict[str, Any] = field(default_factory=dict)
-    stop_after: int | None = None  # stop after this step's checkpoint, as if killed (the pilot's resume cell)
-    checkpoints: bool = True  # False: no checkpoint is written or resumed (the pilot's other cells)
 
 
 @dataclass
