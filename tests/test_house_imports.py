@@ -11,6 +11,8 @@ Each checker has a negative control: a synthetic source that breaks its rule is 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 from test_house import MAY_IMPORT, PACKAGES, REPO, loaded_by, modules_of, project_imports
 
@@ -101,12 +103,23 @@ def test_the_registry_check_catches_an_xtrain_import() -> None:
 
 # Processes that only validate and start others: torch's import (2.5 CPU-s on a 2-core Xeon) is the
 # ranks' (docs/performance.md); the tokenizer stage writes its ids with numpy.
-TORCH_FREE = ["pipeline.train", "pipeline.tokenizer", "xtrain.core.launch_plan"]
+TORCH_FREE = ["pipeline.train", "pipeline.tokenizer", "pipeline.scaling", "xtrain.core.launch_plan"]
 
 
 def test_launchers_and_the_tokenizer_stage_load_no_torch() -> None:
     loaded = loaded_by(TORCH_FREE)
     assert "xtrain" in loaded and "torch" not in loaded, sorted(loaded)
+
+
+def test_a_cpu_scaling_parent_loads_no_torch() -> None:
+    """The scaling stage's parent counts the CPU's devices and names it without torch (its ranks,
+    `pipeline.scaling rank ...`, import it)."""
+    code = (
+        "import sys\nfrom xtrain.bench.scaling import devices_available\n"
+        "assert devices_available('cpu') >= 1\nprint('torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
 
 
 def test_the_torch_probe_sees_the_trainer() -> None:

@@ -173,11 +173,17 @@ def measure_rank(
 
 
 def devices_available(device: str) -> int:
-    import torch
-
     if device == "cuda":
+        import torch  # only here: a CPU measurement's parent process never loads torch (its ranks do)
+
         return torch.cuda.device_count()
     return os.cpu_count() or 1
+
+
+def cuda_name() -> str:
+    import torch  # see devices_available
+
+    return torch.cuda.get_device_name(0)
 
 
 def summarise(rounds: dict[str, dict[int, list[list[float]]]]) -> dict[str, dict[str, Any]]:
@@ -374,11 +380,9 @@ def scaling_record(
     measured: Measured,
 ) -> dict[str, Any]:
     """bench/scaling.json (contracts/schemas/scaling.schema.json) from measure_worlds' result."""
-    import torch
-
     present, worlds = measured.present, measured.worlds
     t = run.train
-    device = torch.cuda.get_device_name(0) if t.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    device = cuda_name() if t.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
     return {
         "format": FORMAT,
         "profile": profile,
