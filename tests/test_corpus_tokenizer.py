@@ -12,6 +12,7 @@ import yaml
 
 from conftest import PARAMS, REPO, tiny_text
 from contracts.fileio import md5_file
+from contracts.validate import ValidationError
 from xtrain.core.corpus import (
     EOT,
     SEPARATOR,
@@ -153,6 +154,30 @@ def test_token_files_are_the_bytes_safetensors_torch_writes(tmp_path: Path) -> N
     assert (tmp_path / "np.safetensors").read_bytes() == want
     save_tokens(tmp_path / "t.safetensors", torch.from_numpy(train).long(), torch.from_numpy(val))
     assert load_tokens(tmp_path / "t.safetensors")["train"].dtype == torch.int64  # control: dtype kept
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "2-D"])
+def test_token_files_that_are_not_ids_are_refused_the_same_with_and_without_torch(
+    tmp_path: Path, dtype: str
+) -> None:
+    """The launcher checks token files with numpy (xtrain/core/launch_plan.py), the ranks with torch:
+    both refuse what is not 1-D integer ids, in one line naming the file (numpy reads no bfloat16)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from xtrain.core.tokenizer import load_token_arrays
+
+    ids = torch.arange(12)
+    bad = ids.reshape(3, 4).clone() if dtype == "2-D" else ids.to(getattr(torch, dtype))
+    path = tmp_path / "tokens.safetensors"
+    save_file({"train": bad, "val": ids}, path)
+    for load in (load_token_arrays, load_tokens):
+        with pytest.raises(ValidationError) as e:
+            load(path)
+        assert str(path) in str(e.value) and "\n" not in str(e.value), str(e.value)
+        assert "integer" in str(e.value), str(e.value)
+    save_file({"train": ids.to(torch.int32), "val": ids}, path)  # control: integer ids load both ways
+    assert load_token_arrays(path)["train"].tolist() == load_tokens(path)["train"].tolist() == ids.tolist()
 
 
 def test_tokenizer_stage_without_a_corpus_fails_in_one_line(tmp_path: Path) -> None:

@@ -84,8 +84,12 @@ def load_token_arrays(path: str | Path) -> dict[str, np.ndarray]:
         raise ValidationError(str(path), "", "token file not found", hint=RETOKENIZE)
     try:
         arrays = load_file(str(path))
-    except (SafetensorError, TypeError, ValueError) as e:  # numpy has no bfloat16: a TypeError
+    except SafetensorError as e:
         raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", hint=RETOKENIZE) from e
+    except TypeError as e:  # a dtype numpy cannot hold (bfloat16): not token ids either
+        raise ValidationError(
+            str(path), "", f"not integer token ids: {e}", "train and val token ids", RETOKENIZE
+        ) from e
     return require_token_splits(path, arrays)
 
 
