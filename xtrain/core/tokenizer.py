@@ -6,6 +6,7 @@ documents and is the bos/eos of the exported model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,30 +81,29 @@ def load_token_arrays(path: str | Path) -> dict[str, np.ndarray]:
     preflight); a missing, truncated or foreign file is one line naming it."""
     from safetensors.numpy import load_file
 
-    if not Path(path).is_file():
-        raise ValidationError(str(path), "", "token file not found", hint=RETOKENIZE)
-    try:
-        arrays = load_file(str(path))
-    except SafetensorError as e:
-        raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", hint=RETOKENIZE) from e
-    except TypeError as e:  # a dtype numpy cannot hold (bfloat16): not token ids either
-        raise ValidationError(
-            str(path), "", f"not integer token ids: {e}", "train and val token ids", RETOKENIZE
-        ) from e
-    return require_token_splits(path, arrays)
+    return read_token_file(path, load_file)
 
 
 def load_tokens(path: str | Path) -> dict[str, torch.Tensor]:
     """The train and val token tensors; a missing, truncated or foreign file is one line naming it."""
     from safetensors.torch import load_file  # the trainer's side: torch is imported there anyway
 
+    return read_token_file(path, load_file)
+
+
+def read_token_file(path: str | Path, load_file: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """`load_file` (safetensors' numpy or torch reader) on the token file, its splits checked."""
     if not Path(path).is_file():
         raise ValidationError(str(path), "", "token file not found", hint=RETOKENIZE)
     try:
-        tensors = load_file(str(path))
+        splits = load_file(str(path))
     except SafetensorError as e:
         raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", hint=RETOKENIZE) from e
-    return require_token_splits(path, tensors)
+    except TypeError as e:  # a dtype numpy cannot hold (bfloat16): not token ids either
+        raise ValidationError(
+            str(path), "", f"not integer token ids: {e}", "train and val token ids", RETOKENIZE
+        ) from e
+    return require_token_splits(path, splits)
 
 
 def require_token_splits(path: str | Path, splits: dict[str, Any]) -> dict[str, Any]:
