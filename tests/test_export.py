@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def test_export_has_the_qwen3_layout(checkpoint: Path, tmp_path: Path) -> None:
         assert f.metadata() == {"format": "pt"}
     from contracts.checkpoint_dir import resolve_checkpoint
     from params.config import ModelConfig
-    from xtrain.core.checkpoint import read_state
+    from xtrain.core.checkpoint_files import read_state
 
     expected = hf_tensor_names(ModelConfig(**read_state(resolve_checkpoint(checkpoint))["config"]["model"]))
     assert names == set(expected)
@@ -284,3 +285,62 @@ def test_one_checkpoint_options_refuse_the_stage_form(tmp_path: Path) -> None:
         [sys.executable, "-m", "pipeline.export", "--dtype", "bf16"], capture_output=True, text=True, cwd=REPO
     )
     assert proc.returncode == 2 and "go with CKPT OUTDIR" in proc.stderr
+
+
+def torch_export_bytes(checkpoint: Path, dtype: str, cast) -> bytes:
+    """model.safetensors as the torch exporter wrote it: `cast` each fp32 weight, safetensors.torch.save."""
+    import torch
+    from safetensors.torch import load_file, save
+
+    from contracts.checkpoint_dir import resolve_checkpoint
+
+    weights = load_file(str(resolve_checkpoint(checkpoint) / "model.safetensors"))
+    if json.loads((resolve_checkpoint(checkpoint) / "state.json").read_text())["config"]["model"][
+        "tie_embeddings"
+    ]:
+        weights.pop("lm_head.weight", None)
+    return save({k: cast(weights[k], torch).contiguous() for k in sorted(weights)}, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_numpy_export_writes_the_bytes_torch_wrote(checkpoint: Path, tmp_path: Path, dtype: str) -> None:
+    """The export stage reads and casts with numpy (it never imports torch): its model.safetensors is
+    byte for byte `tensor.to(dtype)` + safetensors.torch.save, the exporter before it."""
+    export(checkpoint, tmp_path / "e", dtype)
+    wanted = {"fp32": "float32", "bf16": "bfloat16"}[dtype]
+    torch_bytes = torch_export_bytes(checkpoint, dtype, lambda t, torch: t.to(getattr(torch, wanted)))
+    assert (tmp_path / "e" / "model.safetensors").read_bytes() == torch_bytes
+
+
+def test_a_truncating_bf16_cast_is_told_apart(checkpoint: Path, tmp_path: Path) -> None:
+    """Negative control of the test above: bf16 by truncation (the low 16 bits dropped, no rounding)
+    gives other bytes, so the comparison sees a rounding rule that differs from torch's."""
+
+    def truncated(t, torch):
+        return (t.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
+
+    export(checkpoint, tmp_path / "e", "bf16")
+    assert (tmp_path / "e" / "model.safetensors").read_bytes() != torch_export_bytes(
+        checkpoint, "bf16", truncated
+    )
+
+
+def test_a_checkpoint_of_other_than_float32_weights_is_refused_naming_the_file(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from contracts.checkpoint_dir import resolve_checkpoint
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(resolve_checkpoint(checkpoint), ckpt)
+    weights = load_file(str(ckpt / "model.safetensors"))
+    save_file({k: v.astype(np.float64) for k, v in weights.items()}, str(ckpt / "model.safetensors"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.export", str(ckpt), str(tmp_path / "out")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{ckpt / 'model.safetensors'}" in proc.stderr and "float32" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()

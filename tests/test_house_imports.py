@@ -103,10 +103,16 @@ def test_the_registry_check_catches_an_xtrain_import() -> None:
 
 # Processes that only validate and start others: torch's import (2.5 CPU-s on a 2-core Xeon) is the
 # ranks' (docs/performance.md); the tokenizer stage writes its ids with numpy.
-TORCH_FREE = ["pipeline.train", "pipeline.tokenizer", "pipeline.scaling", "xtrain.core.launch_plan"]
+TORCH_FREE = [
+    "pipeline.train",
+    "pipeline.tokenizer",
+    "pipeline.scaling",
+    "pipeline.export",
+    "xtrain.core.launch_plan",
+]
 
 
-def test_launchers_and_the_tokenizer_stage_load_no_torch() -> None:
+def test_launchers_and_the_tokenizer_and_export_stages_load_no_torch() -> None:
     loaded = loaded_by(TORCH_FREE)
     assert "xtrain" in loaded and "torch" not in loaded, sorted(loaded)
 

@@ -23,17 +23,7 @@ from torch import nn
 
 from contracts import outputs
 from contracts.fileio import canonical_json, md5_file
-from contracts.validate import ValidationError, load_json
-
-FORMAT = outputs.CHECKPOINT_FORMAT  # "xtrain-checkpoint/1"
-NEXT_STEP = "resume from an intact checkpoint (edit checkpoints/latest) or train without --resume"
-
-
-class CheckpointDamaged(ValidationError):
-    """A checkpoint file does not match what its state.json recorded: refused, naming the file."""
-
-    def __init__(self, path: Path, key: str, problem: str) -> None:
-        super().__init__(str(path), key, problem, "content equal to what state.json recorded", NEXT_STEP)
+from xtrain.core.checkpoint_files import FORMAT, CheckpointDamaged, not_safetensors, verified_path
 
 
 def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -132,29 +122,13 @@ def _write(path: Path, data: bytes) -> None:
         raise OSError(e.errno, e.strerror, str(path)) from e
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    where = str(Path(path) / "state.json")
-    try:
-        state = load_json(where)
-    except ValidationError as e:
-        raise ValidationError(e.source, e.key, e.problem, e.rule, NEXT_STEP) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        found = state.get("format") if isinstance(state, dict) else None
-        raise ValidationError(where, "format", f"is {found!r}", f"exactly {FORMAT!r}", NEXT_STEP)
-    return state
-
-
 def _verified_file(path: Path, name: str, state: dict[str, Any], key: str) -> dict[str, torch.Tensor]:
     """Load `name` only if its content md5 equals the one state.json recorded."""
-    f = Path(path) / name
-    if not f.is_file():
-        raise CheckpointDamaged(f, "", "missing")
-    if key in state and (actual := md5_file(f)) != state[key]:
-        raise CheckpointDamaged(f, key, f"content md5 {actual} differs from the recorded {state[key]}")
+    f = verified_path(path, name, state, key)
     try:
         return load_file(str(f))
     except SafetensorError as e:
-        raise CheckpointDamaged(f, "", f"not a valid safetensors file: {e}") from e
+        raise not_safetensors(f, e) from e
 
 
 def load_weights(path: Path, state: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:

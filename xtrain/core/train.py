@@ -27,7 +27,8 @@ from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
 from params.config import TrainConfig
 from xtrain.core import failpoints
-from xtrain.core.checkpoint import param_digest, read_state, restore, save_checkpoint
+from xtrain.core.checkpoint import param_digest, restore, save_checkpoint
+from xtrain.core.checkpoint_files import read_state
 from xtrain.core.comm import Communicator, FlatGrads
 from xtrain.core.data import TokenData, eval_batches, step_batch
 from xtrain.core.determinism import compile_module, derive_seed

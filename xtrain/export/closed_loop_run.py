@@ -31,14 +31,15 @@ import torch
 from contracts import artifact_table
 from contracts.fileio import md5_file
 from params.config import ModelConfig
-from xtrain.core.checkpoint import load_model_tensors, load_weights, read_state
+from xtrain.core.checkpoint import load_model_tensors, load_weights
+from xtrain.core.checkpoint_files import read_state
 from xtrain.core.corpus import cache_dir
 from xtrain.core.model import Transformer
-from xtrain.export.hf_folder import DTYPES
 from xtrain.export.onnx_engine import OnnxEngine, onnx_bytes, perturbed
 
 REPORT_FORMAT = "xtrain-closed-loop/2"
 PERTURBED_TENSOR = "model.layers.0.mlp.down_proj.weight"
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # the export dtypes (hf_folder.DTYPES)
 
 
 def prompts_from_text(val_text: str, tokenizer: Any, n: int, n_tokens: int) -> list[str]:
@@ -58,7 +59,7 @@ def load_ours(ckpt: Path, dtype: str) -> tuple[Transformer, Any]:
     model = Transformer(ModelConfig(**state["config"]["model"]))
     load_model_tensors(model, load_weights(ckpt))
     # The export's dtype is the precision under test: our model in the same dtype on the same device.
-    return model.to(DTYPES[dtype]).eval(), Tokenizer.from_file(str(ckpt / "tokenizer.json"))
+    return model.to(TORCH_DTYPES[dtype]).eval(), Tokenizer.from_file(str(ckpt / "tokenizer.json"))
 
 
 @torch.no_grad()
@@ -67,7 +68,7 @@ def rounded_fp32(ckpt: Path, dtype: str) -> Transformer:
     from the export in fp32 computes. Only parameters are rounded; the RoPE tables stay fp32."""
     model, _ = load_ours(ckpt, "fp32")
     for p in model.parameters():
-        p.copy_(p.to(DTYPES[dtype]).float())
+        p.copy_(p.to(TORCH_DTYPES[dtype]).float())
     return model
 
 
@@ -184,7 +185,7 @@ def load_hf(export_dir: Path, dtype: str) -> tuple[Any, Any, dict[str, list[str]
 
     hf_logging.disable_progress_bar()
     hf, info = AutoModelForCausalLM.from_pretrained(
-        export_dir, local_files_only=True, output_loading_info=True, dtype=DTYPES[dtype]
+        export_dir, local_files_only=True, output_loading_info=True, dtype=TORCH_DTYPES[dtype]
     )
     hf_tok = AutoTokenizer.from_pretrained(export_dir, local_files_only=True)
     keys = {k: sorted(info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
