@@ -194,3 +194,29 @@ def test_moved_names_the_new_command(capsys) -> None:
         capsys.readouterr().err
         == "error: python -m xtrain.core.launch: moved; run python -m pipeline.train (the same arguments)\n"
     )
+
+
+def shipped_schemas() -> list[str]:
+    from importlib import resources
+
+    return sorted(
+        p.name for p in resources.files("contracts").joinpath("schemas").iterdir() if p.name.endswith(".json")
+    )
+
+
+@pytest.mark.parametrize("name", shipped_schemas())
+def test_every_shipped_schema_is_a_valid_draft_2020_12_schema(name: str) -> None:
+    """load_schema does not check the metaschema at run time (its cost in every process): here, once."""
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(load_schema(name))
+
+
+def test_the_metaschema_check_refuses_a_broken_schema() -> None:
+    """Negative control: the check above fails on a schema whose keyword has the wrong type."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    broken = {**load_schema("manifest.schema.json"), "required": "format"}
+    with pytest.raises(SchemaError):
+        Draft202012Validator.check_schema(broken)
