@@ -6,6 +6,7 @@ reads it back against the safetensors export. Neither side may spell them differ
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import gguf
@@ -15,8 +16,13 @@ ARCH = gguf.MODEL_ARCH.QWEN3
 PRE_TOKENIZER = "gpt-2"  # GPT-2-style byte-level BPE (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT2)
 
 
+@cache
+def _name_map(n_layers: int) -> gguf.TensorNameMap:
+    return gguf.get_tensor_name_map(ARCH, n_layers)  # built anew on each call: ~1.5 ms, 46 per export
+
+
 def gguf_name(hf_name: str, n_layers: int) -> str:
-    name = gguf.get_tensor_name_map(ARCH, n_layers).get_name(hf_name, try_suffixes=(".weight", ".bias"))
+    name = _name_map(n_layers).get_name(hf_name, try_suffixes=(".weight", ".bias"))
     if name is None:
         raise KeyError(f"{hf_name}: no GGUF name for it in gguf's {gguf.MODEL_ARCH_NAMES[ARCH]} tensor map")
     return name
