@@ -287,7 +287,7 @@ def test_one_checkpoint_options_refuse_the_stage_form(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "go with CKPT OUTDIR" in proc.stderr
 
 
-def torch_export_bytes(checkpoint: Path, dtype: str, cast) -> bytes:
+def torch_export_bytes(checkpoint: Path, cast) -> bytes:
     """model.safetensors as the torch exporter wrote it: `cast` each fp32 weight, safetensors.torch.save."""
     import torch
     from safetensors.torch import load_file, save
@@ -308,7 +308,7 @@ def test_the_numpy_export_writes_the_bytes_torch_wrote(checkpoint: Path, tmp_pat
     byte for byte `tensor.to(dtype)` + safetensors.torch.save, the exporter before it."""
     export(checkpoint, tmp_path / "e", dtype)
     wanted = {"fp32": "float32", "bf16": "bfloat16"}[dtype]
-    torch_bytes = torch_export_bytes(checkpoint, dtype, lambda t, torch: t.to(getattr(torch, wanted)))
+    torch_bytes = torch_export_bytes(checkpoint, lambda t, torch: t.to(getattr(torch, wanted)))
     assert (tmp_path / "e" / "model.safetensors").read_bytes() == torch_bytes
 
 
@@ -320,9 +320,7 @@ def test_a_truncating_bf16_cast_is_told_apart(checkpoint: Path, tmp_path: Path) 
         return (t.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16)
 
     export(checkpoint, tmp_path / "e", "bf16")
-    assert (tmp_path / "e" / "model.safetensors").read_bytes() != torch_export_bytes(
-        checkpoint, "bf16", truncated
-    )
+    assert (tmp_path / "e" / "model.safetensors").read_bytes() != torch_export_bytes(checkpoint, truncated)
 
 
 def test_a_checkpoint_of_other_than_float32_weights_is_refused_naming_the_file(
