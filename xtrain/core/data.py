@@ -19,7 +19,7 @@ import torch
 
 from xtrain.core.determinism import derive_seed
 from xtrain.core.fingerprint import MAX_TERMS, hash32
-from xtrain.core.tokenizer import load_tokens, require_fit, require_ids
+from xtrain.core.tokenizer import load_tokens, require_fit
 
 
 @dataclass
@@ -41,9 +41,6 @@ class TokenData:
 
     def require_fit(self, seq_len: int, source: str) -> None:
         require_fit(self.splits(), seq_len, source)
-
-    def require_ids(self, vocab_size: int, source: str, tokenizer: str) -> None:
-        require_ids(self.splits(), vocab_size, source, tokenizer)
 
 
 def sample_starts(n_tokens: int, seq_len: int, batch: int, seed: int) -> torch.Tensor:

@@ -27,6 +27,8 @@ from xtrain.core.tokenizer import load_token_arrays, load_tokenizer, require_fit
 LAUNCHERS = ("single", "thread", "proc")
 LAUNCH_ENV = "XTRAIN_LAUNCH_FILE"  # a worker of our proc launcher: where its resolved run is
 LAUNCH_FORMAT = "xtrain-launch/1"
+# the RunSpec fields a launch file carries (stage_launch writes them, read_launch reads them back)
+SPEC_KEYS = ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def stage_launch(spec: RunSpec, cfg: LaunchConfig) -> Path:
         "config_hash": spec.run.config_hash(),
         "launch": dataclasses.asdict(cfg),
         "kept": kept,
-        **{k: getattr(spec, k) for k in ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")},
+        **{k: getattr(spec, k) for k in SPEC_KEYS},
     }
     atomic_write_json(path, record)
     return path
@@ -123,8 +125,7 @@ def read_launch(path: str | Path) -> tuple[LaunchConfig, RunSpec, bool]:
         raise ValidationError(
             str(path), "config_hash", f"{d['config_hash']} read back as {run.config_hash()}"
         )
-    keys = ("tokens_path", "launcher", "run_dir", "tokenizer_path", "resume")
-    spec = RunSpec(run=run, **{k: d[k] for k in keys})
+    spec = RunSpec(run=run, **{k: d[k] for k in SPEC_KEYS})
     return LaunchConfig(**d["launch"]), spec, bool(d["kept"])
 
 

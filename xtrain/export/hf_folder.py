@@ -127,7 +127,8 @@ def export_tensors(weights: dict[str, np.ndarray], cfg: ModelConfig, dtype: str)
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != shape:
             raise ExportError(f"{name}: shape {tuple(tensors[name].shape)}, Qwen3 layout expects {shape}")
-    return {k: np.ascontiguousarray(tensors[k].astype(numpy_dtype(dtype))) for k in sorted(tensors)}
+    target = numpy_dtype(dtype)
+    return {k: np.ascontiguousarray(tensors[k].astype(target)) for k in sorted(tensors)}
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
