@@ -76,7 +76,7 @@ def process_kind(p: dict[str, Any]) -> str:
     elif first.parent.name == "bin":
         name = first.name  # a console script: dvc, pytest
     else:
-        name = f"{first.parent.name}/{first.stem}"  # pipeline/train, a script
+        name = "/".join(filter(None, (first.parent.name, first.stem)))  # pipeline/train, a script
     word = argv[1] if len(argv) > 1 and argv[1].isidentifier() else ""
     return f"{name} {word}".strip()
 

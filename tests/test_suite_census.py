@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,29 @@ def test_a_process_logs_its_own_cpu_and_what_it_imported(tmp_path: Path) -> None
     # negative control: without the variable the same process writes nothing
     subprocess.run([sys.executable, "-c", "pass"], env=census_env(), check=True)
     assert len(log.read_text().splitlines()) == 1
+
+
+def test_a_process_that_cannot_write_the_log_prints_nothing_of_it(tmp_path: Path) -> None:
+    """A process whose file size is limited (RLIMIT_FSIZE, as a test of failing writes sets it) below
+    the log's size: the logger stays silent, the process's stderr and exit are its own."""
+    import resource
+
+    log = tmp_path / "procs.jsonl"
+    log.write_text("x" * 30_000 + "\n")
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    env = census_env(XTRAIN_CENSUS_PROCS=str(log))
+    proc = subprocess.run(
+        [sys.executable, "-c", "pass"], env=env, capture_output=True, text=True, preexec_fn=limit
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert len(log.read_text().splitlines()) == 1  # nothing appended
+    # control: without the limit, the same process appends its line
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    assert len(log.read_text().splitlines()) == 2
 
 
 def test_the_plugin_logs_each_test_with_the_cpu_of_its_children(tmp_path: Path) -> None:
@@ -86,6 +110,7 @@ def test_the_plugin_logs_each_test_with_the_cpu_of_its_children(tmp_path: Path) 
         (["-c"], "gw0", "", "pytest-xdist worker"),
         (["-c"], "gw0", "tests/x.py::t (call)", "python -c"),  # a helper a test started
         (["-"], "", "", "python -"),
+        (["train.py", "--params"], "", "t", "train"),  # a script run by a relative path
     ],
 )
 def test_a_process_is_named_by_what_it_ran(argv: list[str], worker: str, test: str, kind: str) -> None:
