@@ -22,42 +22,39 @@ class Artifact:
     kind: str
     pattern: str  # where it lives, relative to the repository root ({placeholders} vary per run)
     format: str | None  # the `format` tag the file carries (its schema's const), None if it has none
-    schema: str  # file name in contracts/schemas/
+
+    @property
+    def schema(self) -> str:
+        """Its file name in contracts/schemas/. Derived, never spelled here: a stage depends on the
+        schemas of the kinds it names in read/write calls (tests/test_dvc_deps.py), not on all of them."""
+        return f"{self.kind}.schema.json"
 
 
 TABLE: dict[str, Artifact] = {
     a.kind: a
     for a in (
-        Artifact("metrics", "runs/{launcher}/metrics.json", "xtrain-metrics/1", "metrics.schema.json"),
-        Artifact("summary", "runs/{launcher}/summary.json", None, "summary.schema.json"),
-        Artifact(
-            "manifest", "exports/{name}/manifest.json", "xtrain-export-manifest/1", "manifest.schema.json"
-        ),
-        Artifact(
-            "closed_loop", "reports/closed_loop.json", "xtrain-closed-loop/2", "closed_loop.schema.json"
-        ),
+        Artifact("metrics", "runs/{launcher}/metrics.json", "xtrain-metrics/1"),
+        Artifact("summary", "runs/{launcher}/summary.json", None),
+        Artifact("manifest", "exports/{name}/manifest.json", "xtrain-export-manifest/1"),
+        Artifact("closed_loop", "reports/closed_loop.json", "xtrain-closed-loop/2"),
         Artifact(
             "registry_check",
             "reports/registry_check.json",
             "xtrain-registry-check/1",
-            "registry_check.schema.json",
         ),
-        Artifact("env", "runs/env.json", "xtrain-env/1", "env.schema.json"),
-        Artifact("repro", "reports/repro.json", "xtrain-repro/1", "repro.schema.json"),
-        Artifact("probes", "runs/probes.json", "xtrain-probes/1", "probes.schema.json"),
-        Artifact("pilot", "runs/pilot/pilot.json", "xtrain-pilot/2", "pilot.schema.json"),
-        Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1", "scaling.schema.json"),
-        Artifact("gates_report", "reports/gates.json", "xtrain-gates-report/1", "gates_report.schema.json"),
-        Artifact(
-            "version", "registry/models/{model}/v{n}.json", "xtrain-registry-version/1", "version.schema.json"
-        ),
-        Artifact("golden", "registry/goldens/{env_id}/v{n}.json", "xtrain-golden/1", "golden.schema.json"),
-        Artifact("pinned", "registry/pinned/{model}/pin.json", "xtrain-registry-pin/1", "pinned.schema.json"),
+        Artifact("env", "runs/env.json", "xtrain-env/1"),
+        Artifact("repro", "reports/repro.json", "xtrain-repro/1"),
+        Artifact("probes", "runs/probes.json", "xtrain-probes/1"),
+        Artifact("pilot", "runs/pilot/pilot.json", "xtrain-pilot/2"),
+        Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1"),
+        Artifact("gates_report", "reports/gates.json", "xtrain-gates-report/1"),
+        Artifact("version", "registry/models/{model}/v{n}.json", "xtrain-registry-version/1"),
+        Artifact("golden", "registry/goldens/{env_id}/v{n}.json", "xtrain-golden/1"),
+        Artifact("pinned", "registry/pinned/{model}/pin.json", "xtrain-registry-pin/1"),
         Artifact(
             "baseline",
             "registry/baselines/{env_id}/v{n}.json",
             "xtrain-perf-baseline/1",
-            "baseline.schema.json",
         ),
     )
 }

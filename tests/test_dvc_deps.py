@@ -4,8 +4,10 @@ The source of truth is the code: starting at the module a stage's `cmd` runs, fo
 `import` / `from ... import` of a project package (also inside functions, relative ones resolved),
 every module a command line or an import call names explicitly (`[sys.executable, "-m", "x.y"]`,
 `torchrun_cmd(world, "pipeline.train")`, `importlib.import_module("x.y")`), each package's
-__init__.py, and every schema named in a string (`"metrics.schema.json"`). Any other string is not a
-module: the word "gates" in a message imports nothing. A stage missing one of them would not re-run
+__init__.py, every schema named in a string (`"metrics.schema.json"`), and the schema of every
+artifact kind named in a read or write of contracts/artifact_table.py (`write("metrics", ...)`: its
+schema, metrics.schema.json, and no other kind's; every such call names its kind as a literal). Any
+other string is not a module: the word "gates" in a message imports nothing. A stage missing one of them would not re-run
 when that file changes, and the gates would judge the old code's artifacts; a stage depending on a
 project source file it never imports re-runs for nothing. A folder dep covers its files.
 Re-run after adding modules: `python3 -m pytest tests/test_dvc_deps.py`.
@@ -51,6 +53,8 @@ def schema_file(name: str) -> Path:
 
 # Calls that take a module name (argument index): the module is run or imported, not just named.
 MODULE_ARGS = {"import_module": 0, "run_module": 0, "torchrun_cmd": 1}
+# contracts/artifact_table.py's functions that take an artifact kind first: the kind's schema is read
+KIND_CALLS = ("read", "write", "check", "artifact")
 
 
 def _package(path: Path) -> str:
@@ -80,13 +84,26 @@ def _dash_m(node: ast.List | ast.Tuple) -> list[str]:
 
 
 def _call_module(node: ast.Call) -> str | None:
-    func = node.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    name = _func_name(node)
     return _str_arg(node, MODULE_ARGS[name]) if name in MODULE_ARGS else None
 
 
+def _func_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _artifact_schema(node: ast.Call) -> str | None:
+    """The schema of the artifact kind a call names (`artifact_table.read("env", ...)`), if any."""
+    from contracts.artifact_table import TABLE
+
+    kind = _str_arg(node, 0) if _func_name(node) in KIND_CALLS else None
+    return TABLE[kind].schema if kind in TABLE else None
+
+
 def _imported_names(tree: ast.AST, path: Path = REPO / "x.py") -> set[str]:
-    """Module names this file imports (or runs explicitly), and schema file names it mentions."""
+    """Module names this file imports (or runs explicitly), and schema file names it mentions or
+    reads through an artifact kind."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -96,6 +113,8 @@ def _imported_names(tree: ast.AST, path: Path = REPO / "x.py") -> set[str]:
             names.update(f"{module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Call) and (module := _call_module(node)):
             names.add(module)
+        elif isinstance(node, ast.Call) and (schema := _artifact_schema(node)):
+            names.add(schema)
         elif isinstance(node, (ast.List, ast.Tuple)):
             names.update(_dash_m(node))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SCHEMA_NAME.match(node.value):
@@ -198,6 +217,61 @@ def test_only_real_imports_and_explicit_module_runs_count() -> None:
     assert names('torchrun_cmd(2, "pipeline.train", "proc")\n') == {"pipeline.train"}
     assert names('importlib.import_module("xtrain.core.model")\n') == {"xtrain.core.model"}
     assert names('SCHEMA = "metrics.schema.json"\n') == {"metrics.schema.json"}
+
+
+def _table_calls(tree: ast.AST) -> list[ast.Call]:
+    """Calls of contracts/artifact_table.py's kind-taking functions in a file, by the names it binds:
+    `from contracts import artifact_table [as x]`, `from contracts.artifact_table import write`."""
+    modules, functions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "contracts":
+            modules |= {a.asname or a.name for a in node.names if a.name == "artifact_table"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "contracts.artifact_table":
+            functions |= {a.asname or a.name for a in node.names if a.name in KIND_CALLS}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name == "contracts.artifact_table" and a.asname}
+
+    def is_table_call(call: ast.Call) -> bool:
+        func = call.func
+        if isinstance(func, ast.Name):
+            return func.id in functions
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr in KIND_CALLS
+            and (isinstance(func.value, ast.Name) and func.value.id in modules)
+        )
+
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and is_table_call(n)]
+
+
+def unseen_kinds(path: Path) -> list[str]:
+    """`file:line` of each artifact-table call whose kind is not a literal: its schema would be a dep
+    the closure cannot see."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.relative_to(REPO)}:{c.lineno}" for c in _table_calls(tree) if _artifact_schema(c) is None]
+
+
+def test_every_stage_names_the_artifact_kinds_it_reads_and_writes() -> None:
+    files = {
+        REPO / f for cmd, _ in stages().values() for f in closure(stage_module(cmd)) if f.endswith(".py")
+    }
+    unseen = sorted(u for f in files if f.name != "artifact_table.py" for u in unseen_kinds(f))
+    assert not unseen, f"an artifact kind that is not a literal hides a schema dep from dvc.yaml: {unseen}"
+
+
+def test_a_kind_names_its_schema_and_no_other() -> None:
+    """The rule and its negative controls: a literal kind is its schema; a kind in a variable is
+    reported; a read of something else that is not a kind adds nothing."""
+    assert names('from contracts import artifact_table\nartifact_table.write("metrics", p, m)\n') >= {
+        "metrics.schema.json"
+    }
+    assert not {n for n in names('artifact_table.read("not-a-kind", p)\n') if n.endswith(".schema.json")}
+    hidden = ast.parse("from contracts import artifact_table as t\nfrom contracts.artifact_table import read\n"
+                       "t.write(kind, p, m)\nread(k, p)\nt.read('env', p)\nother.read(k)\n")  # fmt: skip
+    assert [c.lineno for c in _table_calls(hidden) if _artifact_schema(c) is None] == [3, 4]
+    train = closure("pipeline.train")
+    assert "contracts/schemas/metrics.schema.json" in train  # train writes metrics
+    assert "contracts/schemas/gates_report.schema.json" not in train  # the gates' report is not its
 
 
 def test_a_missing_import_and_a_needless_dep_are_reported() -> None:
