@@ -7,9 +7,10 @@ every module a command line or an import call names explicitly (`[sys.executable
 __init__.py, every schema named in a string (`"metrics.schema.json"`), and the schema of every
 artifact kind named in a read or write of contracts/artifact_table.py (`write("metrics", ...)`: its
 schema, metrics.schema.json, and no other kind's; every such call names its kind as a literal). Any
-other string is not a module: the word "gates" in a message imports nothing. A stage missing one of them would not re-run
-when that file changes, and the gates would judge the old code's artifacts; a stage depending on a
-project source file it never imports re-runs for nothing. A folder dep covers its files.
+other string is not a module: the word "gates" in a message imports nothing. A stage missing one of
+them would not re-run when that file changes, and the gates would judge the old code's artifacts; a
+stage depending on a project source file it never imports re-runs for nothing. A folder dep covers
+its files.
 Re-run after adding modules: `python3 -m pytest tests/test_dvc_deps.py`.
 """
 
