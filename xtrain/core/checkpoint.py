@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from torch import nn
 
 from contracts import outputs
 from contracts.fileio import canonical_json, md5_file
-from xtrain.core.checkpoint_files import FORMAT, CheckpointDamaged, not_safetensors, verified_path
+from xtrain.core.checkpoint_files import FORMAT, CheckpointDamaged, load_verified
 
 
 def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -122,21 +121,12 @@ def _write(path: Path, data: bytes) -> None:
         raise OSError(e.errno, e.strerror, str(path)) from e
 
 
-def _verified_file(path: Path, name: str, state: dict[str, Any], key: str) -> dict[str, torch.Tensor]:
-    """Load `name` only if its content md5 equals the one state.json recorded."""
-    f = verified_path(path, name, state, key)
-    try:
-        return load_file(str(f))
-    except SafetensorError as e:
-        raise not_safetensors(f, e) from e
-
-
 def load_weights(path: Path, state: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-    return _verified_file(path, "model.safetensors", state or {}, "model_md5")
+    return load_verified(path, "model.safetensors", state or {}, "model_md5", load_file)
 
 
 def load_optimizer(path: Path, state: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-    return _verified_file(path, "optimizer.safetensors", state or {}, "optimizer_md5")
+    return load_verified(path, "optimizer.safetensors", state or {}, "optimizer_md5", load_file)
 
 
 def restore(path: Path, state: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer) -> None:

@@ -7,8 +7,9 @@ verify the same files with the same checks before torch reads them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from safetensors import SafetensorError
@@ -19,6 +20,7 @@ from contracts.fileio import md5_file
 from contracts.validate import ValidationError, load_json
 
 FORMAT = outputs.CHECKPOINT_FORMAT  # "xtrain-checkpoint/1"
+T = TypeVar("T")
 NEXT_STEP = "resume from an intact checkpoint (edit checkpoints/latest) or train without --resume"
 
 
@@ -41,27 +43,25 @@ def read_state(path: Path) -> dict[str, Any]:
     return state
 
 
-def verified_path(path: Path, name: str, state: dict[str, Any], key: str) -> Path:
-    """The file `name` of the checkpoint, refused unless its content md5 equals the one state.json recorded."""
+def load_verified(path: Path, name: str, state: dict[str, Any], key: str, load: Callable[[str], T]) -> T:
+    """The checkpoint's file `name` read by `load` (safetensors' numpy or torch reader), refused naming
+    the file unless it exists, its content md5 equals the one state.json recorded and it is safetensors."""
     f = Path(path) / name
     if not f.is_file():
         raise CheckpointDamaged(f, "", "missing")
     if key in state and (actual := md5_file(f)) != state[key]:
         raise CheckpointDamaged(f, key, f"content md5 {actual} differs from the recorded {state[key]}")
-    return f
-
-
-def not_safetensors(f: Path, e: Exception) -> CheckpointDamaged:
-    return CheckpointDamaged(f, "", f"not a valid safetensors file: {e}")
+    try:
+        return load(str(f))
+    except SafetensorError as e:
+        raise CheckpointDamaged(f, "", f"not a valid safetensors file: {e}") from e
 
 
 def load_weight_arrays(path: Path, state: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     """model.safetensors as float32 numpy arrays (what model_tensors stores), else refused naming the file."""
-    f = verified_path(path, "model.safetensors", state or {}, "model_md5")
+    f = Path(path) / "model.safetensors"
     try:
-        arrays = load_file(str(f))
-    except SafetensorError as e:
-        raise not_safetensors(f, e) from e
+        arrays = load_verified(path, f.name, state or {}, "model_md5", load_file)
     except TypeError as e:  # a dtype numpy cannot hold (bfloat16)
         raise CheckpointDamaged(f, "", f"not float32 weights: {e}") from e
     for name, a in arrays.items():
