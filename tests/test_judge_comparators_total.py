@@ -48,6 +48,7 @@ from gates.judges.tolerance import Approx, Exact, _Tolerance
 from gates.reading import dvclock, dvcstatus, expect, goldens
 from hypothesis_profiles import examples
 from params.cadence import eval_steps
+from registry import __main__ as registry_cli
 from registry import checks, index, sealed, store
 from registry.sealed import seal
 from registry.store import Entry
@@ -1132,6 +1133,45 @@ def test_a_golden_covers_every_step_and_eval_step_of_its_config() -> None:
     coverage_property()()
 
 
+# ---- "nothing to bless": registry/__main__.py _same_golden ------------------------------------------
+
+
+def same_golden_property(
+    same: Callable[..., bool] = registry_cli._same_golden, cfg: settings | None = None
+) -> Prop:
+    """`registry bless --golden` blesses nothing when the new golden equals the last one: a change of any
+    recorded value (every train loss, val loss and grad norm) or step must count, else a golden that
+    fresh_train fails on (an eval fixed, the losses unchanged) can never be replaced."""
+
+    @cfg_or_default(cfg)
+    @given(steps=st.integers(1, 20), data=st.data())
+    def prop(steps: int, data: st.DataObject) -> None:
+        g = {**golden_of(run(steps, data), None), "config_hash": "cfg", "tier": "exact"}
+        assert same(g, copy.deepcopy(g), "env")
+        for key in ("train_loss", "val_loss", "grad_norm"):
+            values = g["metrics"][key]["values"]
+            for step, v in values.items():
+                other = with_value(g, ("metrics", key, "values", step), math.nextafter(v, math.inf))
+                assert not same(g, other, "env"), f"UNSEEN {key} step {step}"
+            more = with_value(g, ("metrics", key, "values"), {**values, str(len(values) + 100): 1.0})
+            assert not same(g, more, "env"), f"UNSEEN {key} step added"
+        older = {
+            **g,
+            "metrics": {k: v for k, v in g["metrics"].items() if k != "grad_norm"},
+        }  # runrecord < 1.3
+        assert same(older, copy.deepcopy(older), "env") and not same(older, g, "env"), (
+            "UNSEEN grad norms added"
+        )
+
+    return prop
+
+
+def test_bless_sees_every_value_of_the_golden_it_would_replace(capsys: pytest.CaptureFixture[str]) -> None:
+    same_golden_property()()
+    said = capsys.readouterr().out
+    assert "val loss changed" in said and "grad norm changed" in said
+
+
 # ---- negative controls: each family's comparator weakened to a prefix is caught ----------------------
 
 # (id, a property over a weakened copy (monkeypatch: for a comparator reached through others), what the
@@ -1555,6 +1595,20 @@ CONTROLS += [
         ),
         r"UNSEEN (?:missing|moved) eval (\d+)",
         2,
+    ),
+    (
+        "registry bless: the train losses alone (main before this branch)",
+        lambda mp, tmp: same_golden_property(
+            planted(
+                registry_cli,
+                "_same_golden",
+                "        and old.keys() == new.keys()\n        and not moved\n",
+                "",
+            ),
+            no_shrink(None),
+        ),
+        r"UNSEEN \w+ step ()",
+        0,
     ),
     (
         "goldens coverage_problems: the first 4 steps",
