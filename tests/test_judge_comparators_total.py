@@ -225,7 +225,8 @@ def test_the_closed_loop_report_covers_every_export_file_at_every_md5_digit() ->
 def compare_files_property(
     compare: Callable[..., list[Any]] = store.compare_files, cfg: settings | None = None
 ) -> Prop:
-    """registry/store.py compare_files and FileCheck.ok (the store, export_md5, fresh_train, verify)."""
+    """registry/store.py compare_files and FileCheck.ok (the store, export_md5, fresh_train, verify), and
+    export_md5.export_problems on it (an export folder against its own manifest)."""
 
     @cfg_or_default(cfg)
     @given(files=FILE_SET, data=st.data())
@@ -235,10 +236,14 @@ def compare_files_property(
         def bad(actual: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
             return [(c.name, c.expected, c.actual) for c in compare(files, actual) if not c.ok]
 
+        manifest = {"files": {n: {"md5": m} for n, m in files.items()}}
         for name, md5 in files.items():
             for i, other in every_hex_change(md5, data):
                 got = bad({**files, name: other})
                 assert got == [(name, md5, other)], f"UNSEEN md5 of {name} at hex {i}: {got}"
+                said = export_md5.export_problems("exports/x", manifest, {**files, name: other})
+                want = f"exports/x/{name}: md5 {other}, its manifest lists {md5}"
+                assert said == [want], f"UNSEEN export md5 of {name} at hex {i}: {said}"
             less = {n: m for n, m in files.items() if n != name}
             assert bad(less) == [(name, md5, None)], f"UNSEEN missing {name}"
             new = renamed(name, set(files))
@@ -1170,6 +1175,20 @@ def test_bless_sees_every_value_of_the_golden_it_would_replace(capsys: pytest.Ca
     same_golden_property()()
     said = capsys.readouterr().out
     assert "val loss changed" in said and "grad norm changed" in said
+
+
+def test_bless_names_each_other_series_that_changed(capsys: pytest.CaptureFixture[str]) -> None:
+    values = {"values": {"0": 1.0, "1": 0.5}}
+    last = {"version": 3, "config_hash": "cfg", "tier": "exact", "run": {"param_digest": "d"},
+            "metrics": {"train_loss": values, "val_loss": values, "grad_norm": values}}  # fmt: skip
+    new = with_value(
+        with_value(last, ("metrics", "val_loss"), {"values": {"0": 1.0}}), ("metrics", "grad_norm"), {}
+    )
+    assert registry_cli._same_golden(last, new, "env") is False
+    assert capsys.readouterr().out == (
+        "diff from env v3: train loss max rel 0 over 2 steps, export md5 unchanged, parameter digest unchanged, "
+        "config_hash cfg -> cfg, tier exact -> exact, val loss changed, grad norm changed\n"
+    )
 
 
 # ---- negative controls: each family's comparator weakened to a prefix is caught ----------------------
