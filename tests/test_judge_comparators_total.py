@@ -1074,6 +1074,44 @@ def test_the_gguf_read_back_compares_every_value_and_tensor_name() -> None:
     gguf_property()()
 
 
+def gguf_vocab_property(
+    check: Callable[[Path], dict[str, Any]] = gguf_check.check_gguf, cfg: settings | None = None
+) -> Prop:
+    """The GGUF's vocabulary against tokenizer.json: every token (by id) and every merge."""
+    from test_judge_gguf import TOKENIZER, write_gguf_export
+
+    @cfg_or_default(cfg or examples(2, 20))
+    @given(suffix=st.text("xyz#", min_size=1, max_size=3))
+    def prop(suffix: str) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            folder = Path(d) / "export"
+            assert check(write_gguf_export(folder))["problems"] == []
+            vocab = TOKENIZER["model"]["vocab"]
+            for token_id in range(len(vocab) + len(TOKENIZER["added_tokens"])):
+                tok = copy.deepcopy(TOKENIZER)
+                if token_id < len(vocab):
+                    text = next(t for t, i in vocab.items() if i == token_id)
+                    tok["model"]["vocab"] = {(t + suffix if t == text else t): i for t, i in vocab.items()}
+                else:
+                    tok["added_tokens"][token_id - len(vocab)]["content"] += suffix
+                got = check(write_gguf_export(folder, gguf_tokenizer=tok))["problems"]
+                assert got == ["metadata tokenizer.ggml.tokens: differs from tokenizer.json"], (
+                    f"UNSEEN token id {token_id}: {got}"
+                )
+            for j in range(len(TOKENIZER["model"]["merges"])):
+                tok = with_value(TOKENIZER, ("model", "merges", j), "c " + suffix)
+                got = check(write_gguf_export(folder, gguf_tokenizer=tok))["problems"]
+                assert got == ["metadata tokenizer.ggml.merges: differs from tokenizer.json"], (
+                    f"UNSEEN merge {j}: {got}"
+                )
+
+    return prop
+
+
+def test_the_gguf_read_back_compares_every_token_and_merge() -> None:
+    gguf_vocab_property()()
+
+
 # ---- sample ledgers and step sets: gates/reading/expect.py, gates/reading/goldens.py ----------------
 
 
@@ -1099,7 +1137,7 @@ def ledger_property(
                 assert got == [f"runs/x/metrics.json: {series} has {len(cut)} values for {steps} steps"], (
                     f"UNSEEN {series}"
                 )
-        for j, e in enumerate(m["eval"]):
+        for j, e in enumerate(m["eval"]):  # the eval steps the config implies, each one
             less = m["eval"][:j] + m["eval"][j + 1 :]
             assert shape_problems("x", {**m, "eval": less}, train, False), f"UNSEEN missing eval {j}"
             moved = with_value(m, ("eval", j, "step"), e["step"] + 1)
@@ -1110,6 +1148,32 @@ def ledger_property(
 
 def test_every_series_of_the_record_and_every_eval_step_is_held_to_the_config() -> None:
     ledger_property()()
+
+
+def ranks_property(
+    world_problems: Callable[..., list[str]] = expect.world_problems, cfg: settings | None = None
+) -> Prop:
+    """A record's per-rank lists (cross_rank, peak memory) hold exactly ranks 0..world-1: each rank moved
+    or missing is named."""
+
+    @cfg_or_default(cfg)
+    @given(world=st.integers(1, 16))
+    def prop(world: int) -> None:
+        ranks = [{"rank": r, "bytes": 1} for r in range(world)]
+        m = {"world": world, "launcher": "thread", "cross_rank": {"per_rank": ranks},
+             "perf": {"peak_memory": {"per_rank": ranks}}}  # fmt: skip
+        assert world_problems("x", m) == []
+        for key in (("cross_rank", "per_rank"), ("perf", "peak_memory", "per_rank")):
+            for r in range(world):
+                for bad in (with_value(ranks, (r, "rank"), world), ranks[:r] + ranks[r + 1 :]):
+                    got = world_problems("x", with_value(m, key, bad))
+                    assert len(got) == 1 and "lists ranks" in got[0], f"UNSEEN {key[0]} rank {r}: {got}"
+
+    return prop
+
+
+def test_every_rank_of_a_record_is_held_to_its_world() -> None:
+    ranks_property()()
 
 
 def coverage_property(
@@ -1628,6 +1692,34 @@ CONTROLS += [
         ),
         r"UNSEEN \w+ step ()",
         0,
+    ),
+    (
+        "gguf check_gguf: the first 4 tokens",
+        lambda mp, tmp: gguf_vocab_property(
+            planted(
+                gguf_check,
+                "check_gguf",
+                'f"tokenizer.ggml.{key}")\n        if got != want:',
+                'f"tokenizer.ggml.{key}")\n        if got[:4] != want[:4]:',
+            ),
+            no_shrink(examples(2, 20)),
+        ),
+        r"UNSEEN token id (\d+)",
+        4,
+    ),
+    (
+        "expect world_problems: the first 2 ranks",
+        lambda mp, tmp: ranks_property(
+            planted(
+                expect,
+                "world_problems",
+                "if ranks != list(range(world)):",
+                "if ranks[:2] != list(range(world))[:2]:",
+            ),
+            no_shrink(None),
+        ),
+        r"UNSEEN cross_rank rank (\d+)",
+        2,
     ),
     (
         "goldens coverage_problems: the first 4 steps",
