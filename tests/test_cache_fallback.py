@@ -8,6 +8,7 @@ folder, which pip downloads with no index (PIP_NO_INDEX, PIP_FIND_LINKS) and the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -107,3 +108,110 @@ def test_the_corpus_stage_succeeds_beside_an_unwritable_sdist_cache(links, tmp_p
         assert not warnings and sha256_file(cached(xtrain_cache, sha)) == sha
     else:
         assert len(warnings) == 1 and "without the cache" in warnings[0], proc.stderr[-2000:]
+
+
+# -- DVC's cache under `python -m pipeline.repro` (pipeline/run_cache.py) --------------------------
+
+
+def dvc_project(root: Path) -> Path:
+    """A DVC checkout of two stages, a -> b, reproduced once (a.txt's cache object, and a run cache entry)."""
+    root.mkdir()
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    for cmd in (
+        ["git", "init", "-q"],
+        [sys.executable, "-m", "dvc", "init", "-q"],
+        [sys.executable, "-m", "dvc", "stage", "add", "-q", "-n", "a", "-d", "in.txt", "-o", "a.txt",
+         "cat in.txt in.txt > a.txt"],
+        [sys.executable, "-m", "dvc", "stage", "add", "-q", "-n", "b", "-d", "a.txt", "-o", "b.txt",
+         "cat a.txt a.txt > b.txt"],
+        [sys.executable, "-m", "dvc", "repro", "-q"],
+    ):  # fmt: skip
+        (root / "in.txt").write_text("hello\n")
+        subprocess.run(cmd, cwd=root, check=True, capture_output=True, env=env)
+    return root
+
+
+def repro(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "pipeline.repro", "--no-pull", *args]
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env)
+
+
+def recorded(root: Path, stage: str) -> str:
+    import yaml
+
+    return yaml.safe_load((root / "dvc.lock").read_text())["stages"][stage]["outs"][0]["md5"]
+
+
+def cache_object(root: Path, md5: str) -> Path:
+    return root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+
+
+@pytest.mark.parametrize("corrupt", [True, False], ids=["corrupt-object", "control-intact"])
+def test_a_stage_restored_from_a_corrupt_cache_object_runs_again(tmp_path: Path, corrupt: bool) -> None:
+    """DVC trusts a read-only (0444) cache object unhashed: a.txt restored from a changed one kept the
+    wrong bytes and `dvc status` said up to date (the first half proves it of DVC alone)."""
+    root = dvc_project(tmp_path / "p")
+    md5 = recorded(root, "a")
+    obj = cache_object(root, md5)
+    assert oct(obj.stat().st_mode & 0o777) == "0o444"  # protected: DVC will not hash it again
+    if corrupt:
+        obj.write_bytes(b"EVIL\n")  # root (or the owner after chmod) changes it in place; mode kept
+        (root / "a.txt").unlink()
+        dvc_alone = subprocess.run(
+            [sys.executable, "-m", "dvc", "repro", "-q"], cwd=root, capture_output=True
+        )
+        assert dvc_alone.returncode == 0 and (root / "a.txt").read_bytes() == b"EVIL\n"
+        status = subprocess.run(
+            [sys.executable, "-m", "dvc", "status", "--json"], cwd=root, capture_output=True
+        )
+        assert json.loads(status.stdout) == {}  # DVC: up to date
+    (root / "a.txt").unlink()
+    proc = repro(root)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert md5_of(root / "a.txt") == md5 == recorded(root, "a") and md5_of(obj) == md5
+    said = [line for line in proc.stdout.splitlines() if "restored from a corrupt cache" in line]
+    stages = json.loads((root / "reports" / "repro.json").read_text())["stages"]
+    if corrupt:
+        assert len(said) == 1 and said[0].startswith("repro: a was restored") and stages["a"] == "ran", said
+    else:
+        assert not said and stages["a"] == "restored"
+
+
+def md5_of(path: Path) -> str:
+    from contracts.fileio import md5_file
+
+    return md5_file(path)
+
+
+@pytest.mark.parametrize("folder", ["runs", "files/md5", "control-writable"])
+def test_an_unwritable_dvc_cache_warns_once_and_the_stages_run(tmp_path: Path, folder: str) -> None:
+    """DVC saved each run to its run cache after the command ran, and failed the stage when it could not."""
+    root = dvc_project(tmp_path / "p")
+    (root / "in.txt").write_text("changed\n")  # every stage must run
+    cache = root / ".dvc" / "cache"
+    closed = unwritable(cache / folder) if folder != "control-writable" else contextlib.nullcontext()
+    with closed:
+        proc = repro(root)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    warnings = [line for line in proc.stdout.splitlines() if line.startswith("repro: warning:")]
+    assert (root / "b.txt").read_text() == "changed\n" * 4 and md5_of(root / "a.txt") == recorded(root, "a")
+    stages = json.loads((root / "reports" / "repro.json").read_text())["stages"]
+    assert stages == {"a": "ran", "b": "ran"}
+    if folder == "control-writable":
+        assert not warnings and cache_object(root, recorded(root, "b")).is_file()
+    else:
+        assert len(warnings) == 1 and "cannot be written" in warnings[0] and "--no-commit" in warnings[0]
+
+
+def test_what_runs_again_is_the_corrupt_stage_and_what_ran_downstream_of_it() -> None:
+    from pipeline.run_cache import to_remake
+
+    upstream = {"a": set(), "b": {"a"}, "c": {"b"}, "d": set(), "e": {"d"}}
+    stages = {"a": "restored", "b": "ran", "c": "ran", "d": "restored", "e": "ran"}
+    assert to_remake({"a"}, stages, upstream) == ["a", "b", "c"]  # upstream first; e is not downstream of a
+    assert to_remake({"a"}, {**stages, "b": "restored", "c": "unchanged"}, upstream) == [
+        "a"
+    ]  # verified apart
+    assert to_remake({"a"}, {**stages, "b": "restored"}, upstream) == ["a"]  # c read b's verified restore
+    assert to_remake(set(), stages, upstream) == []
