@@ -227,17 +227,17 @@ def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
     remote = default_remote()
     pulled = False
     missing = missing_outs()
-    if pull and remote:
+    warning = unwritable_cache()  # DVC would fail each stage after its command ran, and the pull
+    extra = ("--no-commit",) if warning else ()
+    if warning:
+        print(warning, flush=True)
+    elif pull and remote:
         print(f"repro: pulling the run cache from {remote}", flush=True)
         pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
         if not pulled:
             print(f"repro: warning: dvc pull --run-cache from {remote} failed: every stage runs here")
     # --pull only where a pull brought something to fetch, and never for a stage with missing uncached
     # outs (uncached_missing): each stage is its own `dvc repro -s`, so that one goes without it
-    warning = unwritable_cache()  # DVC would fail each stage after its command ran
-    extra = ("--no-commit",) if warning else ()
-    if warning:
-        print(warning, flush=True)
     if jobs == 1 and not pulled:
         code, stages, times = repro_serial(targets, extra)
     else:

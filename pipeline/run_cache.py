@@ -10,9 +10,10 @@ objects removed and is run again here with `dvc repro -f -s` (which never restor
 stage that ran downstream of it; one line says so.
 
 A cache DVC cannot write (`.dvc/cache` or its run cache read-only, immutable or not a folder) failed
-every stage after its command ran; it is now one warning line, and the repro runs with `--no-commit`:
-the stages run and restore as before, their outputs are not cached (nothing to push); the gates never
-needed the cache (gates/reading/dvcstatus.py: "not in cache" is not staleness).
+every stage after its command ran; it is now one warning line, nothing is pulled (a pull writes the
+cache) and the repro runs with `--no-commit`: the stages run, and restore from what the cache holds, as
+before; their outputs are not cached (nothing to push); the gates never needed the cache
+(gates/reading/dvcstatus.py: "not in cache" is not staleness).
 """
 
 from __future__ import annotations
