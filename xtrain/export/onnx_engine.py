@@ -11,10 +11,7 @@ so the negative control can perturb one by name; onnxruntime applies its own gra
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,6 @@ import numpy as np
 import torch
 
 from contracts.errors import moved
-from contracts.fileio import atomic_write_bytes
 
 INPUT, OUTPUT = "input_ids", "logits"
 PREFIX = "hf."  # the wrapper's attribute name: initializers are PREFIX + the export's tensor names
@@ -38,31 +34,17 @@ class _Logits(torch.nn.Module):
         return self.hf(input_ids=input_ids, use_cache=False).logits
 
 
-def onnx_bytes(export_dir: Path, cache: Path | None = None) -> bytes:
-    """The export as a serialized ONNX model (fp32 compute). With `cache`, the graph exported for the
-    same config.json, torch, transformers and this module is reused with this export's weights put in
-    (the exporter's ~10 CPU-s, half the closed loop's; the graph does not depend on weight values)."""
-    if cache is None:
-        return export_graph(export_dir)
-    entry = cache / f"{graph_key(export_dir)}.onnx"
-    if entry.is_file():
-        try:
-            model = with_weights(entry.read_bytes(), export_dir)
-            print(f"onnx: the graph of this config from {entry}, with this export's weights", file=sys.stderr)
-            return model
-        except StaleGraph as e:  # a graph that does not fit this export's tensors: export afresh
-            print(f"onnx: {entry} does not fit ({e}): exporting afresh", file=sys.stderr)
-    fresh = export_graph(export_dir)
-    atomic_write_bytes(entry, fresh)
-    return fresh
+def load_fp32(export_dir: Path) -> Any:
+    """transformers' model of the export, computing in fp32 (a bf16 export's weights widened exactly)."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(export_dir, local_files_only=True, dtype=torch.float32)
 
 
 def export_graph(export_dir: Path) -> bytes:
-    """torch.onnx's dynamo export of transformers' model of the export."""
-    from transformers import AutoModelForCausalLM
-
-    hf = AutoModelForCausalLM.from_pretrained(export_dir, local_files_only=True, dtype=torch.float32)
-    model = _Logits(hf).eval()
+    """torch.onnx's dynamo export of transformers' model of the export (uncached: xtrain/export/onnx_cache.py
+    keeps it per config, verified)."""
+    model = _Logits(load_fp32(export_dir)).eval()
     example = torch.zeros((2, 8), dtype=torch.long)
     dims = {INPUT: {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
     program = torch.onnx.export(
@@ -79,58 +61,6 @@ def export_graph(export_dir: Path) -> bytes:
         path = Path(tmp) / "model.onnx"
         program.save(path, external_data=False)
         return path.read_bytes()
-
-
-def graph_key(export_dir: Path) -> str:
-    """What the graph depends on: the model's config, the exporting libraries, this module."""
-    import onnx
-    import transformers
-
-    h = hashlib.sha256()
-    for part in (
-        (export_dir / "config.json").read_bytes(),
-        f"torch {torch.__version__} transformers {transformers.__version__} onnx {onnx.__version__}".encode(),
-        Path(__file__).read_bytes(),
-    ):
-        h.update(hashlib.sha256(part).digest())
-    return h.hexdigest()
-
-
-TIED = ("model.embed_tokens.weight", "lm_head.weight")  # tie_word_embeddings: the export writes the first
-
-
-class StaleGraph(Exception):
-    """A cached graph that does not fit the export's tensors."""
-
-
-def with_weights(graph: bytes, export_dir: Path) -> bytes:
-    """The cached graph with every initializer that is a tensor of the export replaced by this export's
-    (fp32, as transformers loads it); each tensor of the export must be one initializer's, same shape."""
-    import onnx
-    from onnx import numpy_helper
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(export_dir / "model.safetensors"))
-    tied = json.loads((export_dir / "config.json").read_text()).get("tie_word_embeddings", False)
-    if tied and TIED[1] not in tensors:  # one tensor, two names: the exporter keeps lm_head's
-        tensors[TIED[1]] = tensors[TIED[0]]
-    try:
-        model = onnx.load_from_string(graph)
-    except Exception as e:  # protobuf's DecodeError and friends: a truncated or foreign file
-        raise StaleGraph(f"not an ONNX model: {type(e).__name__}") from e
-    put: set[str] = set()
-    for init in model.graph.initializer:
-        name = init.name.removeprefix(PREFIX)
-        if init.name.startswith(PREFIX) and name in tensors:
-            value = tensors[name].float().numpy()
-            if list(value.shape) != list(init.dims):
-                raise StaleGraph(f"{name}: shape {list(value.shape)}, cached {list(init.dims)}")
-            init.CopyFrom(numpy_helper.from_array(value, init.name))
-            put.add(name)
-    left = set(tensors) - put - ({TIED[0], TIED[1]} if tied and put & set(TIED) else set())
-    if left:
-        raise StaleGraph(f"tensors without an initializer: {sorted(left)[:3]}")
-    return model.SerializeToString()
 
 
 def perturbed(model_bytes: bytes, tensor: str) -> bytes:
