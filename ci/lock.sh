@@ -49,11 +49,10 @@ refresh() {
   new=$(mktemp -d /tmp/xtrain-lock.XXXXXX)
   cp "$LOCK" "$new/old.lock"
   cp "$LOCK" "$new/requirements.lock"
-  echo "refresh: uv pip compile --upgrade ($(uv_bin | xargs -I{} {} --version))"
+  echo "refresh: uv pip compile --upgrade ($("$(uv_bin)" --version))"
   compile "$new/requirements.lock" --upgrade
   python3 ci/lockfile.py check "$new/requirements.lock" >/dev/null || {
     python3 ci/lockfile.py check "$new/requirements.lock"; exit 2; }
-  echo "refresh: packages that moved (old -> new):"
   python3 ci/lockfile.py moved "$new/old.lock" "$new/requirements.lock"
   cp "$new/requirements.lock" "$LOCK"
   echo "refresh: $LOCK written ($(grep -cE '^[a-z0-9]' "$LOCK") pins, $(wc -c < "$LOCK") bytes)"

@@ -235,7 +235,9 @@ def main(argv: list[str]) -> int:
     try:
         if cmd == "moved" and len(args) == 2:
             lines = moved(read(Path(args[0])), read(Path(args[1])))
-            print("\n".join(f"  {line}" for line in lines) if lines else "  nothing moved")
+            print(f"refresh: {len(lines)} packages moved (old -> new){':' if lines else ''}")
+            for line in lines:
+                print(f"  {line}")
             return 0
         pins = read(Path(args[0]) if args else LOCK)
         if cmd == "drift":
