@@ -3,7 +3,8 @@
 # its dev extra install, exact versions and the sha256 of every file of each, for Python >= 3.10 on any
 # platform (`uv pip compile --universal`). ci/setup.sh installs it with pip --require-hashes --no-deps.
 #
-#   ci/lock.sh compile            # after editing pyproject.toml: re-resolve, keeping every pin that still fits
+#   ci/lock.sh compile [UV_ARGS]  # after editing pyproject.toml: re-resolve, keeping every pin that still fits
+#                                 # (e.g. --upgrade-package NAME: move that one package only)
 #   ci/lock.sh refresh            # the dependency-update workflow: upgrade everything, print what moved
 #                                 # (old -> new), then re-check the blessings in a scratch virtualenv with
 #                                 # the new lock and say which moved and which cannot be re-checked here
@@ -17,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LOCK=ci/requirements.lock
 TOOLS="${XTRAIN_LOCK_TOOLS:-.xtrain/lock-tools}"
+SDIST_ONLY=(antlr4-python3-runtime)  # pure Python, no wheel on PyPI: pip builds it (setuptools is locked)
 export PIP_DISABLE_PIP_VERSION_CHECK=1 DVC_NO_ANALYTICS=1
 
 uv_bin() {  # uv from ci/lock-tools.txt (hash-checked) in its own virtualenv, made once
@@ -77,14 +79,21 @@ wheelhouse() {  # the lock's files for an offline interpreter: every pin that ho
   local dir="${1:?wheelhouse DIR [PYTHON_VERSION [PLATFORM]]}" py="${2:-3.12}" plat="${3:-manylinux_2_28_x86_64}"
   local tags=(--platform "$plat")
   case "$plat" in manylinux_2_28_x86_64) tags+=(--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform linux_x86_64) ;; esac
-  python3 -m pip download -q --require-hashes --no-deps -r "$LOCK" -d "$dir" \
+  # wheels only: a version without a wheel for that Python fails here, not by building C or Rust offline
+  # (the pure-Python sdists the lock has no wheel of are listed in SDIST_ONLY and built there offline)
+  local reqs
+  reqs=$(mktemp)
+  python3 ci/lockfile.py for "$py" > "$reqs"  # the target's markers, not this interpreter's
+  python3 -m pip download -q --require-hashes --no-deps -r "$reqs" -d "$dir" --only-binary=:all: \
+    "${SDIST_ONLY[@]/#/--no-binary=}" \
     --python-version "$py" --implementation cp --abi "cp${py/./}" --abi abi3 --abi none "${tags[@]}"
+  rm -f "$reqs"
   echo "wheelhouse: $dir: $(ls "$dir" | wc -l) files, $(du -sh "$dir" | cut -f1) for Python $py on $plat;"
   echo "  install: PIP_NO_INDEX=1 PIP_FIND_LINKS=$dir ci/setup.sh  (hash-checked against $LOCK)"
 }
 
 case "${1:-}" in
-  compile) compile "$LOCK"; python3 ci/lockfile.py check "$LOCK" ;;
+  compile) shift; compile "$LOCK" "$@"; python3 ci/lockfile.py check "$LOCK" ;;
   refresh) refresh ;;
   wheelhouse) shift; wheelhouse "$@" ;;
   *) sed -n '2,16p' "$0"; exit 2 ;;

@@ -4,6 +4,10 @@
                                                  # covered; no torch, no CUDA wheel (exit 0 / 1)
     python3 ci/lockfile.py moved OLD NEW         # the packages that moved between two locks (old -> new)
     python3 ci/lockfile.py drift [LOCK]          # what this interpreter has that is not the lock (exit 0 / 1)
+    python3 ci/lockfile.py for 3.12 [x86_64]     # the pins that hold for CPython 3.12 on Linux, markers
+                                                 # evaluated there (pip download's markers are the host's)
+    python3 ci/lockfile.py pick NAME...          # those pins of the lock that hold here (setup: the build
+                                                 # backend first, so sdists build with the locked one)
 
 The lock is `uv pip compile --universal --generate-hashes` output: one `name==version [; marker]` per
 line with a `--hash=sha256:` for every file of that version, and several lines for one name where
@@ -230,6 +234,33 @@ def coverage(pins: list[Pin], pyproject: Path = ROOT / "pyproject.toml") -> tupl
     return sorted(set(problems)), len(walked)
 
 
+def target_env(python: str, machine: str = "x86_64") -> dict[str, str]:
+    """Marker values of CPython `python` (3.12 or 3.12.1) on Linux `machine`."""
+    full = python if python.count(".") == 2 else f"{python}.0"
+    return {
+        "python_version": ".".join(full.split(".")[:2]),
+        "python_full_version": full,
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "os_name": "posix",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": machine,
+        "platform_release": "",
+        "platform_version": "",
+        "implementation_version": full,
+        "extra": "",
+    }
+
+
+def requirements_for(pins: list[Pin], env: dict[str, str] | None) -> str:
+    """A hash-checked requirements file of the pins that hold in `env` (markers dropped)."""
+    return "".join(
+        f"{p.name}=={p.version} " + " ".join(f"--hash=sha256:{h}" for h in p.hashes) + "\n"
+        for _, p in sorted(here(pins, env).items())
+    )
+
+
 def main(argv: list[str]) -> int:
     cmd, args = (argv[0], argv[1:]) if argv else ("check", [])
     try:
@@ -238,6 +269,13 @@ def main(argv: list[str]) -> int:
             print(f"refresh: {len(lines)} packages moved (old -> new){':' if lines else ''}")
             for line in lines:
                 print(f"  {line}")
+            return 0
+        if cmd == "for" and 1 <= len(args) <= 2:
+            print(requirements_for(read(), target_env(*args)), end="")
+            return 0
+        if cmd == "pick" and args:
+            wanted = {canonicalize_name(a) for a in args}
+            print(requirements_for([p for p in read() if p.name in wanted], None), end="")
             return 0
         pins = read(Path(args[0]) if args else LOCK)
         if cmd == "drift":

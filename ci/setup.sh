@@ -101,8 +101,14 @@ else
   # 0: installed == the lock and this checkout; 3: only this checkout; 1: the lock (a package drifted)
   set +e; "$PY" ci/installed.py --lock "$LOCK"; have=$?; set -e
   if [ "$have" = 1 ]; then
-    echo "setup: lock: pip install --require-hashes --no-deps -r $LOCK"
-    "$PY" -m pip install -q --require-hashes --no-deps -r "$LOCK"
+    # The lock's build backend first, so the sdists the lock holds (antlr4-python3-runtime: no wheel
+    # on PyPI) build with it, offline too: nothing unlocked is fetched, not even to build.
+    backend=$(mktemp)
+    "$PY" ci/lockfile.py pick setuptools > "$backend"
+    "$PY" -m pip install -q --require-hashes --no-deps -r "$backend"
+    rm -f "$backend"
+    echo "setup: lock: pip install --require-hashes --no-deps --no-build-isolation -r $LOCK"
+    "$PY" -m pip install -q --require-hashes --no-deps --no-build-isolation -r "$LOCK"
   fi
   [ ${#torch_cmd[@]} -eq 0 ] || "${torch_cmd[@]}"  # its pure-Python dependencies are the lock's
   # setuptools (the build backend) is in the lock: no build isolation, so nothing unlocked is fetched

@@ -113,21 +113,18 @@ def test_a_requirement_added_to_pyproject_must_reach_the_lock(tmp_path: Path) ->
 
 
 def lock_install_problems(setup: str) -> list[str]:
-    """What ci/setup.sh's lock install lacks: the pip command reading the lock must be hash-checked and
-    --no-deps, the project's own install --no-deps, and `pip check` must follow."""
-    lock_cmds = [ln for ln in setup.splitlines() if "pip install" in ln and '-r "$LOCK"' in ln]
-    own = [
-        ln
-        for ln in setup.splitlines()
-        if "pip install" in ln and "-e ." in ln and "--no-build-isolation" in ln
-    ]
-    problems = [] if lock_cmds else ['no pip install -r "$LOCK"']
+    """What ci/setup.sh's lock install lacks: every pip command reading a requirements file (the lock,
+    its build backend first) hash-checked and --no-deps, the lock's without build isolation (sdists build
+    with the locked setuptools), the project's own install --no-deps, and `pip check` after them."""
+    lines = [ln.strip() for ln in setup.splitlines()]
+    reads = [ln for ln in lines if "pip install" in ln and ' -r "$' in ln]
+    lock = [ln for ln in reads if '-r "$LOCK"' in ln]
+    own = [ln for ln in lines if "pip install" in ln and "-e ." in ln and "--no-build-isolation" in ln]
+    problems = [] if lock else ['no pip install -r "$LOCK"']
     problems += [
-        f"{flag} missing: {ln.strip()}"
-        for ln in lock_cmds
-        for flag in ("--require-hashes", "--no-deps")
-        if flag not in ln
+        f"{f} missing: {ln}" for ln in reads for f in ("--require-hashes", "--no-deps") if f not in ln
     ]
+    problems += [f"--no-build-isolation missing: {ln}" for ln in lock if "--no-build-isolation" not in ln]
     problems += [] if any("--no-deps" in ln for ln in own) else ["the project's install is not --no-deps"]
     problems += [] if "-m pip check" in setup else ["no pip check"]
     return problems
@@ -138,12 +135,18 @@ def test_setup_installs_the_lock_hash_checked_without_dependencies() -> None:
     assert lock_install_problems(setup) == []
     assert 'LOCK="${XTRAIN_LOCK-ci/requirements.lock}"' in setup
     # negative controls: each flag taken out is caught
-    assert lock_install_problems(setup.replace("--require-hashes ", "")) == [
-        '--require-hashes missing: "$PY" -m pip install -q --no-deps -r "$LOCK"'
+    assert lock_install_problems(
+        setup.replace("--require-hashes --no-deps --no-build", "--no-deps --no-build")
+    ) == ['--require-hashes missing: "$PY" -m pip install -q --no-deps --no-build-isolation -r "$LOCK"']
+    assert lock_install_problems(
+        setup.replace('--require-hashes --no-deps -r "$backend"', '-r "$backend"')
+    ) == [
+        '--require-hashes missing: "$PY" -m pip install -q -r "$backend"',
+        '--no-deps missing: "$PY" -m pip install -q -r "$backend"',
     ]
-    assert lock_install_problems(setup.replace('--no-deps -r "$LOCK"', '-r "$LOCK"'))[0].startswith(
-        "--no-deps missing"
-    )
+    assert lock_install_problems(setup.replace('--no-build-isolation -r "$LOCK"', '-r "$LOCK"'))[
+        0
+    ].startswith("--no-build-isolation missing")
     assert lock_install_problems(setup.replace("-m pip check", "-m pip list")) == ["no pip check"]
 
 
@@ -201,3 +204,16 @@ def test_moved_names_each_package_old_to_new() -> None:
         "d (absent) -> 4",
     ]
     assert lockfile.moved(old, old) == []
+
+
+def test_a_wheelhouse_list_evaluates_the_target_pythons_markers() -> None:
+    """`ci/lock.sh wheelhouse DIR 3.12` downloads what CPython 3.12 installs (pip download evaluates the
+    lock's markers for the host, 3.11 here): per target the pins differ, each still hash-checked."""
+    pins = lockfile.parse(TEXT)
+    for python, has, lacks in (("3.13", "pyyaml-ft", "tomli"), ("3.10", "tomli", "pyyaml-ft")):
+        text = lockfile.requirements_for(pins, lockfile.target_env(python))
+        names = {p.name for p in lockfile.parse(text)}
+        assert has in names and lacks not in names, python
+        assert names == set(lockfile.here(pins, lockfile.target_env(python)))
+    backend = lockfile.parse(lockfile.requirements_for([p for p in pins if p.name == "setuptools"], None))
+    assert [p.name for p in backend] == ["setuptools"] and backend[0].hashes
