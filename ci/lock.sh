@@ -8,6 +8,7 @@
 #   ci/lock.sh refresh            # the dependency-update workflow: upgrade everything, print what moved
 #                                 # (old -> new), then re-check the blessings in a scratch virtualenv with
 #                                 # the new lock and say which moved and which cannot be re-checked here
+#   ci/lock.sh images [LOCK]      # does each image's own torch (ci/torch.txt `# image:`) fit the lock?
 #   ci/lock.sh wheelhouse DIR [PYTHON_VERSION [PLATFORM]]   # the lock's files for an offline runner
 #                                 # (default 3.12 manylinux x86_64: the GPU nightly's image)
 #
@@ -37,13 +38,31 @@ compile() {  # $1: the output (its pins are kept where they fit, unless --upgrad
   [ -f "$out" ] && cp "$out" "$scratch"
   # Pass 1 names what torch's CUDA build pulls in (its names change between torch releases) ...
   "$uv" pip compile -q pyproject.toml --extra dev --universal --python-version 3.10 -c ci/torch.txt \
-    -o "$scratch" "$@"
+    -c ci/lock-constraints.txt -o "$scratch" "$@"
   mapfile -t outside < <(grep -oE '^(torch|triton|nvidia-[a-z0-9._-]+|cuda-[a-z0-9._-]+)==' "$scratch" | sed 's/==$//' | sort -u)
   rm -f "$scratch"
   # ... pass 2 writes the lock without them (the resolution is the same: uv's cache answers).
   "$uv" pip compile -q pyproject.toml --extra dev --universal --python-version 3.10 -c ci/torch.txt \
-    --generate-hashes --custom-compile-command "ci/lock.sh compile" \
+    -c ci/lock-constraints.txt --generate-hashes --custom-compile-command "ci/lock.sh compile" \
     "${outside[@]/#/--no-emit-package=}" -o "$out" "$@"
+  images "$out"
+}
+
+images() {  # each image's own torch (ci/torch.txt `# image:` lines) must resolve against the lock $1
+  local uv torch py pins why
+  uv=$(uv_bin)
+  while read -r torch py; do
+    pins=$(mktemp)
+    python3 ci/lockfile.py for "$py" "$1" | sed 's/ --hash=.*//' > "$pins"
+    if ! why=$("$uv" pip compile -q --no-header - -c "$pins" --python-version "$py" \
+        --python-platform x86_64-manylinux_2_28 -o /dev/null <<< "$torch" 2>&1); then
+      echo "error: $1: $torch (an image's torch, Python $py) does not fit the lock: $(grep -m1 'cause:' <<< "$why" | sed 's/^ *cause: //')" >&2
+      echo "  next: add what it requires to ci/lock-constraints.txt, then ci/lock.sh compile" >&2
+      rm -f "$pins"; return 1
+    fi
+    rm -f "$pins"
+    echo "lock: $torch (an image's, Python $py) fits the lock"
+  done < <(sed -n 's/^# image: \(torch==[^ ]*\) python \([0-9.]*\).*/\1 \2/p' ci/torch.txt)
 }
 
 refresh() {
@@ -96,5 +115,6 @@ case "${1:-}" in
   compile) shift; compile "$LOCK" "$@"; python3 ci/lockfile.py check "$LOCK" ;;
   refresh) refresh ;;
   wheelhouse) shift; wheelhouse "$@" ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  images) images "${2:-$LOCK}" ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac

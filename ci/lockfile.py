@@ -4,7 +4,7 @@
                                                  # covered; no torch, no CUDA wheel (exit 0 / 1)
     python3 ci/lockfile.py moved OLD NEW         # the packages that moved between two locks (old -> new)
     python3 ci/lockfile.py drift [LOCK]          # what this interpreter has that is not the lock (exit 0 / 1)
-    python3 ci/lockfile.py for 3.12 [x86_64]     # the pins that hold for CPython 3.12 on Linux, markers
+    python3 ci/lockfile.py for 3.12 [LOCK]       # the pins that hold for CPython 3.12 on Linux, markers
                                                  # evaluated there (pip download's markers are the host's)
     python3 ci/lockfile.py pick NAME...          # those pins of the lock that hold here (setup: the build
                                                  # backend first, so sdists build with the locked one)
@@ -271,7 +271,7 @@ def main(argv: list[str]) -> int:
                 print(f"  {line}")
             return 0
         if cmd == "for" and 1 <= len(args) <= 2:
-            print(requirements_for(read(), target_env(*args)), end="")
+            print(requirements_for(read(Path(args[1]) if args[1:] else LOCK), target_env(args[0])), end="")
             return 0
         if cmd == "pick" and args:
             wanted = {canonicalize_name(a) for a in args}
