@@ -86,11 +86,13 @@ recheck() {  # $1: a scratch folder holding requirements.lock
   local s="$1"
   [ -z "$(git status --porcelain -- . ":!$LOCK")" ] ||
     echo "refresh: note: uncommitted changes besides the lock are not in the re-check (it clones HEAD)"
-  git clone -q . "$s/repo"
-  cp "$s/requirements.lock" "$s/repo/$LOCK"
-  python3 -m venv "$s/venv"
+  git clone -q . "$s/repo" && cp "$s/requirements.lock" "$s/repo/$LOCK" && python3 -m venv "$s/venv" || return 2
   echo "refresh: a fresh virtualenv with the new lock ($s/venv): ci/setup.sh"
-  (cd "$s/repo" && VIRTUAL_ENV="$s/venv" PATH="$s/venv/bin:$PATH" ci/setup.sh 2>&1 | sed 's/^/  /')
+  # (called in an `||` list, where set -e does not hold: each step's failure is an error of its own)
+  (cd "$s/repo" && VIRTUAL_ENV="$s/venv" PATH="$s/venv/bin:$PATH" ci/setup.sh 2>&1 | sed 's/^/  /') || {
+    echo "refresh: error: ci/setup.sh with the new lock failed in $s (above); nothing re-checked" >&2
+    return 2
+  }
   (cd "$s/repo" && VIRTUAL_ENV="$s/venv" PATH="$s/venv/bin:$PATH" python3 ci/lock_recheck.py)
 }
 

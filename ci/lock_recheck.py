@@ -105,11 +105,15 @@ def not_here(env_id: str) -> list[tuple[str, str]]:
 
 
 def main() -> int:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    stack = ", ".join(
-        f"{n} {version(n)}" for n in ("torch", "transformers", "tokenizers", "safetensors", "numpy")
-    )
+    def have(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} (absent)"
+
+    stack = ", ".join(have(n) for n in ("torch", "transformers", "tokenizers", "safetensors", "numpy"))
     print(f"refresh: re-checked here (python {sys.version.split()[0]}, {stack}):")
     rows, env_id = golden()
     rows = models() + rows + example()
