@@ -1,14 +1,17 @@
-"""Is this checkout already installed with every requirement it declares? (ci/setup.sh's fast path)
+"""Is this checkout already installed as it should be? (ci/setup.sh's fast path)
 
-    python3 ci/installed.py [EXTRAS]   # exit 0: nothing to install; 3: only this checkout itself
-                                       # (pip install --no-deps -e .); 1: run pip; one line says why
+    python3 ci/installed.py --lock LOCK   # exit 0: installed == the lock and this checkout; 3: only this
+                                          # checkout itself (pip install --no-deps -e .); 1: install the lock
+    python3 ci/installed.py [EXTRAS]      # XTRAIN_LOCK=none: pyproject's ranges (a user's own environment)
 
 pip takes about 10 s to resolve an environment that already has everything; this check reads the
-installed distributions' metadata instead (about 0.2 s). "Installed" means: every requirement of
-pyproject.toml (and of the extras named) is present in a version its specifier allows, and the
-project itself is installed editable from THIS checkout, since the stages of examples/ run from
-their own folders and would otherwise import another checkout's code. Anything it cannot decide
-(no tomllib before Python 3.11, no `packaging`, an unreadable pyproject) answers 1: pip decides.
+installed distributions' metadata instead (about 0.2 s). With a lock (docs/environment-lock.md),
+"installed" means: every pin of the lock that holds for this interpreter is installed at exactly
+that version (a drifted or missing package: 1, and setup reinstalls from the lock, hash-checked);
+without one, every requirement of pyproject.toml (and of the extras named) in a version its
+specifier allows. Either way the project itself must be installed editable from THIS checkout, since
+the stages of examples/ run from their own folders and would otherwise import another checkout's
+code. Anything it cannot decide (an unreadable lock or pyproject, no `packaging`) answers 1: pip decides.
 """
 
 from __future__ import annotations
@@ -60,18 +63,29 @@ def installed_here() -> str | None:
     return None
 
 
+def drifted(lock: str) -> list[str]:
+    import lockfile  # beside this file
+
+    return lockfile.drift(lockfile.read(Path(lock)))
+
+
 def main(argv: list[str]) -> int:
-    extras = [e for e in (argv[0].split(",") if argv else []) if e]
+    locked = argv[:1] == ["--lock"] and len(argv) == 2
     try:
-        missing = "; ".join(unmet(requirements(extras)))
+        if locked:
+            unmet_list = drifted(argv[1])
+        else:
+            unmet_list = unmet(requirements([e for e in (argv[0].split(",") if argv else []) if e]))
     except Exception as e:  # undecidable here: pip decides
-        missing = f"cannot check ({type(e).__name__}: {e})"
-    if missing:
-        print(f"setup: install: {missing}")
+        unmet_list = [f"cannot check ({type(e).__name__}: {e})"]
+    if unmet_list:
+        more = f" (+{len(unmet_list) - 3} more)" if len(unmet_list) > 3 else ""
+        print(f"setup: install{' the lock' if locked else ''}: {'; '.join(unmet_list[:3])}{more}")
         return 1
     here = installed_here()
     print(
-        f"setup: requirements met; {here + ': installing this checkout' if here else 'this checkout installed'}"
+        f"setup: {'installed == the lock' if locked else 'requirements met'}; "
+        f"{here + ': installing this checkout' if here else 'this checkout installed'}"
     )
     return 3 if here else 0
 

@@ -9,6 +9,7 @@ they judge when it is a subdirectory of the git repository.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import subprocess
 from pathlib import Path
@@ -123,6 +124,39 @@ def test_the_example_dvc_yaml_deps_are_its_commands_import_closures() -> None:
         )
     for name in ("md5", "reload"):
         assert "hfconfig.py" in stages[name]["deps"]  # both read params.yaml through it
+        script = stages[name]["cmd"].split()[1]
+        own, local = script_closure(script)
+        assert project(stages[name]["deps"]) == own, name  # the project modules its scripts import
+        assert local <= set(stages[name]["deps"]), name  # and the example's own (hfblessing.py, ...)
+
+
+def script_closure(script: str) -> tuple[set[str], set[str]]:
+    """The project files (as deps: ../../...) an example script imports, through the example's own
+    modules, and those own modules' file names."""
+    import test_dvc_deps as deps
+
+    seen: set[Path] = set()
+    todo, project = [EXAMPLE / script], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in deps._imported_names(ast.parse(path.read_text()), path):
+            if (EXAMPLE / f"{name}.py").is_file():
+                todo.append(EXAMPLE / f"{name}.py")
+            elif deps.module_file(name) is not None:
+                project |= {f"../../{p}" for p in deps.closure(name)}
+    return project, {p.name for p in seen}
+
+
+def test_the_script_closure_sees_an_import_through_a_module_of_the_example() -> None:
+    """Negative control for the deps check above: hfregistry.py reaches contracts/fileio.py directly and
+    through hfblessing.py, contracts/yamlfile.py only through hfconfig.py; reload.py not hfblessing.py."""
+    own, local = script_closure("hfregistry.py")
+    assert {"hfregistry.py", "hfblessing.py", "hfconfig.py"} == local
+    assert {"../../contracts/fileio.py", "../../contracts/yamlfile.py"} <= own
+    assert script_closure("reload.py")[1] == {"reload.py", "hfconfig.py"}
 
 
 def _git(root: Path, *args: str) -> None:

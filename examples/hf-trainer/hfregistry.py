@@ -5,36 +5,37 @@
 
 Fresh training is bitwise only on one machine (docs/environments.md), so the registry pins weights
 and checks what the export path (Qwen3Config + save_pretrained, safetensors) makes of them: that is
-machine-independent, and moves when transformers changes how it writes config.json or tensors.
+machine-independent, and moves when transformers changes how it writes config.json or tensors. The
+`transformers_version` that save_pretrained writes into config.json and generation_config.json is set
+aside (hfblessing.py): a new transformers release alone moves no verdict; any other byte still does.
 Exit 0 equal, 1 a file differs, 2 no blessed version or bad input.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
+import hfblessing
 import hfconfig
 import torch
 import transformers
 from safetensors.torch import load_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from contracts.fileio import atomic_write_json, md5_file
+
 REG = Path("hf_registry")
 PINNED, MD5 = REG / "pinned.safetensors", REG / "md5.json"
 
 
-def md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
-
-
-def export(weights: Path, out: Path) -> dict[str, str]:
-    """save_pretrained of `weights` into `out`; every file's md5."""
+def export(weights: Path, out: Path) -> None:
+    """save_pretrained of `weights` into `out`."""
     p = hfconfig.load()
     vocab = json.loads(Path("data/tokens.json").read_text())["vocab_size"]
     model = Qwen3ForCausalLM(Qwen3Config(**hfconfig.qwen3_kwargs(p, vocab)))
@@ -42,14 +43,6 @@ def export(weights: Path, out: Path) -> dict[str, str]:
     if out.exists():
         shutil.rmtree(out)
     model.save_pretrained(out)
-    return {f.name: md5(f) for f in sorted(out.iterdir()) if f.is_file()}
-
-
-def write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def check() -> int:
@@ -60,24 +53,17 @@ def check() -> int:
         )
         return 2
     blessed = json.loads(MD5.read_text())
-    got = export(PINNED, Path("exports/pinned"))
-    want = blessed["files"]
-    rows = [
-        {"file": n, "expected": want.get(n), "actual": got.get(n)} for n in sorted(want.keys() | got.keys())
-    ]
-    bad = [r for r in rows if r["expected"] != r["actual"]]
-    ver = f"blessed with transformers {blessed['transformers']}, now {transformers.__version__}"
-    write_json(Path("reports/md5.json"), {"passed": not bad, "files": rows, "versions": ver})
-    if bad:
-        names = ", ".join(f"{r['file']} {r['actual']} vs blessed {r['expected']}" for r in bad)
-        print(
-            f"md5: exports/pinned differs from hf_registry: {names} ({ver}); bless an intended change "
-            f"with python3 hfregistry.py bless --reason '...'",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"md5: {len(rows)} files of exports/pinned equal hf_registry/md5.json ({ver})")
-    return 0
+    hfblessing.entries(blessed)  # a blessing that cannot be read fails before the export
+    export(PINNED, Path("exports/pinned"))
+    rows = hfblessing.compare(blessed, Path("exports/pinned"))
+    passed = all(r.ok for r in rows)
+    ver = f"blessed with transformers {blessed.get('transformers')}, now {transformers.__version__}"
+    Path("reports").mkdir(exist_ok=True)
+    atomic_write_json(
+        "reports/md5.json", {"passed": passed, "files": [asdict(r) for r in rows], "versions": ver}
+    )
+    print(hfblessing.verdict_line(rows, "exports/pinned", ver), file=sys.stdout if passed else sys.stderr)
+    return 0 if passed else 1
 
 
 def bless(reason: str) -> int:
@@ -86,24 +72,29 @@ def bless(reason: str) -> int:
         return 2
     run = Path("runs/single/checkpoints")
     weights = run / (run / "latest").read_text().strip() / "model.safetensors"
-    old = json.loads(MD5.read_text())["files"] if MD5.is_file() else {}
+    old = hfblessing.entries(json.loads(MD5.read_text())) if MD5.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
-        files = export(weights, Path(tmp) / "export")
+        export(weights, Path(tmp) / "export")
+        files = {
+            f.name: hfblessing.describe(f) for f in sorted((Path(tmp) / "export").iterdir()) if f.is_file()
+        }
     REG.mkdir(exist_ok=True)
     shutil.copyfile(weights, PINNED)
-    write_json(
+    atomic_write_json(
         MD5,
         {
+            "format": hfblessing.FORMAT,
             "files": files,
             "transformers": transformers.__version__,
             "torch": torch.__version__,
             "reason": reason,
-            "pinned_md5": md5(PINNED),
+            "pinned_md5": md5_file(PINNED),
         },
     )
     for name in sorted(files.keys() | old.keys()):
-        if files.get(name) != old.get(name):
-            print(f"{name}: {old.get(name, '(absent)')} -> {files.get(name, '(absent)')}")
+        a, b = old.get(name, {}).get("md5", "(absent)"), files.get(name, {}).get("md5", "(absent)")
+        if a != b:
+            print(f"{name}: {a} -> {b}")
     return 0
 
 
@@ -116,7 +107,7 @@ def main() -> int:
     a = ap.parse_args()
     try:
         return check() if a.cmd == "check" else bless(a.reason)
-    except hfconfig.ParamsError as e:
+    except (hfconfig.ParamsError, hfblessing.BlessingError) as e:
         print(e, file=sys.stderr)
         return 2
 
