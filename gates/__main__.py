@@ -5,6 +5,7 @@
                           [--strict]                                 3 no gate failed, N inconclusive (--strict: 1)
     python -m gates diff A.json B.json                                what changed; exit 1 if a gate got worse
     python -m gates list                                             the catalogue with thresholds
+    python -m gates docs [--write]                                   README/docs threshold tables vs params.yaml
     python -m gates explain ID                                       what a gate checks, why, how to investigate
     python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
     python -m gates mutate [--only ID ...] [--subset ci] [--jobs N]  mutation campaign: which gates catch which bug
@@ -187,6 +188,25 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def docs_cmd(args: argparse.Namespace) -> int:
+    """The threshold tables of README.md and docs/ against params.yaml: 0 equal (or rewritten), 1 not."""
+    from gates.reporting import threshold_docs
+
+    root = Path(args.root)
+    found = threshold_docs.check(root, root / args.params, args.write)
+    for path, names in found.changed.items():
+        said = "rewrote" if args.write else "differs from params.yaml:"
+        print(f"{path}: {said} generated section {', '.join(names)}")
+    for name in found.missing:
+        print(f"no document has the generated section {name} ({threshold_docs.START.format(name=name)})")
+    if found.changed and not args.write:
+        print("next: python3 -m gates docs --write (then review and commit the tables)")
+    if found.missing or (found.changed and not args.write):
+        return 1
+    print(f"threshold tables {'written from' if found.changed else 'equal'} {args.params}")
+    return 0
+
+
 def bisect_cmd(args: argparse.Namespace) -> int:
     from gates.campaigns import bisect
 
@@ -305,6 +325,10 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     add_check_parser(sub)
     sub.add_parser("list", help="the catalogue with thresholds")
+    docs = sub.add_parser(
+        "docs", help="the threshold tables of README.md and docs/ against params.yaml; exit 1 if stale"
+    )
+    docs.add_argument("--write", action="store_true", help="regenerate the marked sections from params.yaml")
     e = sub.add_parser("explain", help="what a gate checks, why, how to investigate a failure")
     e.add_argument("id")
     d = sub.add_parser("diff", help="what changed between two gate reports; exit 1 if a gate got worse")
@@ -328,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = {
             "check": check,
             "list": list_gates,
+            "docs": docs_cmd,
             "explain": explain,
             "diff": diff,
             "bisect": bisect_cmd,
