@@ -11,7 +11,8 @@ values a run of that profile uses: only its device's tier, every prefix as min(p
 that profile's runs (the gates judge the same way: gates/judges/ddp.py `min(prefix_steps, steps)`), and
 each gate's own threshold text from the catalogue (`python -m gates list`) except scaling and
 closed_loop, whose catalogue text names no value. Cells the generator leaves to people (what a gate
-checks, what a bound was measured from) are kept from the document, matched by the row's first cell.
+checks, what a bound was measured from) are kept from the document, matched by the row's first cell and
+the column's title.
 Dated measurements outside the marked sections stay as they are.
 """
 
