@@ -591,6 +591,19 @@ def test_run_campaign_reports_logs_and_says_every_verdict(tmp_path: Path) -> Non
     assert f"  {'by-timeout':<34} {'killed':<11} {1.3:7.1f}s  -" in said
 
 
+def test_run_campaign_says_an_inconclusive_gate_is_not_a_kill(tmp_path: Path) -> None:
+    noisy = classify(mutant("noisy"), {"fresh_train": "pass", "scaling": "inconclusive", "x": "inconclusive"})
+    plain = classify(mutant("plain"), {"fresh_train": "fail"})
+    said: list[str] = []
+    ms = [mutant("noisy"), mutant("plain")]
+    c = Planned(tmp_path, tmp_path / "work", catalogue(mutants=ms), "cpu", said.append,
+                verdicts={"noisy": noisy, "plain": plain})  # fmt: skip
+    c.work.mkdir()
+    mutate.run_campaign(c, ms, 1)
+    assert f"  {'noisy':<34} {'hole':<11} {1.3:7.1f}s  -; scaling, x inconclusive (not a kill)" in said
+    assert f"  {'plain':<34} {'killed':<11} {1.3:7.1f}s  fresh_train" in said
+
+
 def test_run_campaign_checks_every_anchor_before_building(tmp_path: Path) -> None:
     from gates.campaigns.mutants import AnchorError, Edit
 

@@ -216,3 +216,36 @@ def test_a_markdown_cell_is_one_line_with_pipes_escaped(x: Any, cell: str) -> No
 )
 def test_short(x: Any, text: str) -> None:
     assert ci_report.short(x) == text
+
+
+def test_markdown_of_a_check_that_judged_nothing_says_why(tmp_path: Path) -> None:
+    outcomes = {
+        "seals": Outcome("skip", None, None, "no stage | here"),
+        "scaling": Outcome("skip", None, None, "absent", not_in_pipeline=["scaling"]),
+    }
+    assert ci_report.markdown(build(outcomes, tmp_path)) == "\n".join(
+        [
+            "## xtrain-gates: ❌ nothing judged: every gate skipped (exit 2)",
+            "",
+            "2 skip; revision `-`, environment `cpu-test`",
+            "",
+            "Nothing judged: 1 not in this pipeline (stages scaling); 1 skipped: no stage \\| here",
+            "",
+            "| gate | status | measured | threshold | message |",
+            "|---|---|---|---|---|",
+            "| `seals` | ⏭️ skip | - | - | no stage \\| here |",
+            "",
+            "⏭️ not in this pipeline: 1 gate (stages scaling: not in dvc.yaml or dvc.lock, nothing to judge)",
+            "",
+        ]
+    )
+
+
+def test_markdown_of_an_inconclusive_check_under_strict(tmp_path: Path) -> None:
+    outcomes = {"a": Outcome("inconclusive", 0.5, None, "m"), "b": Outcome("pass", 1, None, "ok")}
+    rep = report.build(outcomes, tmp_path, "params.yaml", "cpu-test", True) | {"git_revision": None}
+    assert ci_report.markdown(rep).splitlines()[:3] == [
+        "## xtrain-gates: ⚠️ no gate failed, 1 inconclusive: not a pass under --strict (exit 1)",
+        "",
+        "1 pass, 1 inconclusive; revision `-`, environment `cpu-test`",
+    ]

@@ -299,3 +299,14 @@ def test_on_a_terminal_the_console_takes_the_terminals_width(monkeypatch: pytest
     lines = out.getvalue().splitlines()
     assert lines[-3:-1] == ["w" * 100, "w" * 70]
     assert report.stdout_console().width == 100
+
+
+def test_the_verdict_line_is_not_strict_unless_asked() -> None:
+    noisy = {"a": Outcome("inconclusive"), "b": Outcome("pass")}
+    assert report.verdict_line(noisy, None) == (
+        "[bold yellow]no gate failed, 1 inconclusive[/] (1 pass, 1 inconclusive); exit 3"
+    )
+    assert report.verdict_line(noisy, Path("r.json"), True) == (
+        "[bold yellow]no gate failed, 1 inconclusive: not a pass under --strict[/] (1 pass, 1 inconclusive); "
+        "report: r.json; exit 1"
+    )

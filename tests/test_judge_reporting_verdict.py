@@ -129,6 +129,10 @@ def test_why_nothing_was_judged_in_one_line() -> None:
         "3 not in this pipeline (stages pilot, scaling); 5 skipped: no stage in dvc.yaml or dvc.lock; "
         "no baseline: python -m registry bless --perf (+2 other reasons)"
     )
+    assert verdict.nothing_judged(entries[:7]) == (
+        "3 not in this pipeline (stages pilot, scaling); 4 skipped: no stage in dvc.yaml or dvc.lock; "
+        "no baseline: python -m registry bless --perf (+1 other reasons)"
+    )
     assert verdict.nothing_judged(entries[1:3]) == "2 not in this pipeline (stages pilot, scaling)"
     assert verdict.nothing_judged(entries[:1]) == "1 skipped: no stage in dvc.yaml or dvc.lock"
     assert verdict.nothing_judged(entries[4:7]) == (

@@ -124,6 +124,34 @@ def test_the_docs_command_says_what_differs_and_exits_1_until_written(tmp_path: 
     assert cli.main(args) == 0
 
 
+def test_the_docs_command_names_every_section_of_a_document_that_differs(tmp_path: Path, capsys) -> None:
+    root = docs_copy(tmp_path)
+    stale = "| x |\n|---|\n| y |\n"
+    (root / "docs" / "extra.md").write_text(
+        f"{td.START.format(name='perf')}\n{stale}{td.END}\n{td.START.format(name='ddp-tiers')}\n{stale}{td.END}\n"
+    )
+    assert cli.main(["--root", str(root), "--params", str(PARAMS), "docs"]) == 1
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == "docs/extra.md: differs from params.yaml: generated section perf, ddp-tiers"
+    )
+
+
+def test_check_names_the_document_of_a_bad_section_and_reads_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    import locale
+
+    root = docs_copy(tmp_path)
+    saved = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # an ASCII locale: the docs' "≤" and "−" decode only as utf-8
+    try:
+        assert td.check(root, PARAMS, write=False).changed == {}
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)
+    (root / "docs" / "bad.md").write_text(td.START.format(name="nope") + "\n" + td.END + "\n")
+    with pytest.raises(td.DocsError, match=r"^docs/bad\.md: unknown generated section 'nope'"):
+        td.check(root, PARAMS, write=False)
+
+
 def test_a_section_no_document_has_is_named(tmp_path: Path, capsys) -> None:
     root = docs_copy(tmp_path)
     perf = root / "docs" / "perf-gates.md"
@@ -151,6 +179,28 @@ def test_render_keeps_prose_by_row_key_and_column_title_and_escapes_pipes() -> N
     )
 
 
+def test_render_refuses_a_row_shorter_than_the_header() -> None:
+    with pytest.raises(ValueError):
+        td.render(td.Table(("a", "b"), (("x",),)), "")
+
+
+def test_catalogue_rows_fold_families_and_the_pilot_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    class G:
+        def __init__(self, gid: str) -> None:
+            self.id = gid
+
+    ids = ["seals", "loss_match.x", "loss_match.y", "pilot.a.b", "pilot.c", "perf.a", "perf.b", "z"]
+    monkeypatch.setattr(catalogue, "GATES", [G(i) for i in ids])
+    assert td.catalogue_rows() == (
+        ("`seals`", ("seals",)),
+        ("`loss_match.x`, `loss_match.y`", ("loss_match.x", "loss_match.y")),
+        ("`pilot.<cell>`", ("pilot",)),
+        ("`perf.a`", ("perf.a",)),
+        ("`perf.b`", ("perf.b",)),
+        ("`z`", ("z",)),
+    )
+
+
 def test_cells_split_at_unescaped_pipes() -> None:
     assert td.cells("| a | b \\| c |  d  |") == ["a", "b \\| c", "d"]
     assert td.cells("  | x |  ") == ["x"]
@@ -173,8 +223,8 @@ def test_regenerate_rewrites_each_section_and_names_those_that_changed() -> None
 
 def test_regenerate_refuses_an_unknown_name_and_an_unclosed_marker() -> None:
     with pytest.raises(td.DocsError) as e:
-        td.regenerate(section("nope"), "doc.md", {"t": TABLE})
-    assert str(e.value) == "doc.md: unknown generated section 'nope' (known: t)"
+        td.regenerate(section("nope"), "doc.md", {"t": TABLE, "u": TABLE})
+    assert str(e.value) == "doc.md: unknown generated section 'nope' (known: t, u)"
     assert e.value.exit_code == 2
     with pytest.raises(td.DocsError) as e:
         td.regenerate(td.START.format(name="t") + "\n| a |\n", "doc.md", {"t": TABLE})
@@ -344,6 +394,8 @@ def test_the_profile_tables(ps: dict) -> None:
          ("cuda", "0.001", "0", "first 12 of 200 (gpu profile)", "0.0001 (the step-0 val loss)", "0.08", td.PROSE)),
     )  # fmt: skip
     assert td.approx_table({"cpu": ps["cpu"]}).rows[1:] == ()
+    assert [r[0] for r in td.approx_table({"gpu": ps["gpu"]}).rows] == ["cuda"]  # no cpu profile: cuda's row
+    assert [r[0] for r in td.ddp_tiers({"gpu": ps["gpu"]}).rows] == ["cuda"]
 
 
 def test_the_gates_tables(ps: dict) -> None:
