@@ -39,15 +39,22 @@ PINS = {
 }  # fmt: skip
 
 
+DELETE = object()  # a key `pinned` removes
+
+
 def pinned(profile: str = "cpu", **more: object) -> Params:
-    """The committed params.yaml with the values these tests assert pinned (`more`: "a.b" -> value)."""
+    """The committed params.yaml with the values these tests assert pinned (`more`: a__b=value for "a.b",
+    DELETE to remove the key)."""
     raw = load_file(str(PARAMS))
     for key, value in {**PINS, **{k.replace("__", "."): v for k, v in more.items()}}.items():
         *path, last = key.split(".")
         node = raw
         for part in path:
             node = node.setdefault(part, {})
-        node[last] = value
+        if value is DELETE:
+            del node[last]
+        else:
+            node[last] = value
     return resolve(raw, "pinned params.yaml", [f"profile={profile}"])
 
 
@@ -281,6 +288,20 @@ def test_effective_keeps_the_profiles_device_and_caps_every_prefix(ps: dict) -> 
     assert ps["cpu"].thresholds["loss_match"]["cpu"]["prefix_steps"] == 64  # the params are not edited
 
 
+def test_effective_takes_a_tier_or_a_cell_table_params_yaml_leaves_out() -> None:
+    lean = pinned("cpu", gates__loss_match__cuda=DELETE, gates__pilot__cells=DELETE)
+    t = td.effective(lean)
+    assert list(t["loss_match"]) == ["max_rel", "cpu"] and t["pilot"]["cells"] == {}
+
+
+def test_scaling_floors_in_world_order() -> None:
+    t = {"scaling": {"big": {"floors": {"2": 3.0, "4": 1.5, "10": 6.0}, "band": 0.5, "max_spread": 0.25}}}
+    assert td.scaling_text(t, "big") == (
+        "speedup >= 3x at world 2, 1.5x at world 4, 6x at world 10; thread/proc band 50%; "
+        "window spread <= 25% (above: inconclusive)"
+    )
+
+
 def test_the_texts_no_catalogue_text_gives(ps: dict) -> None:
     t = td.effective(ps["gpu"])
     assert td.scaling_text(t, "gpu") == (
@@ -343,9 +364,22 @@ def test_row_text_names_each_text_once(ps: dict) -> None:
     assert td.row_text(("loss_match.proc", "launcher_parity"), apart) == (
         f"`loss_match.proc`: {lm}; `launcher_parity`: {td.gate_text('launcher_parity', apart)}"
     )
-    assert (
-        td.label(["pilot"]) == "pilot.*" and td.label(["a.x", "a.y"]) == "a.*" and td.label(["a.x"]) == "a.x"
+    assert (td.label(["pilot"]), td.label(["a.x", "a.y"]), td.label(["a.x"])) == (
+        "`pilot.*`",
+        "`a.*`",
+        "`a.x`",
     )
+    assert td.label(["seals", "finite"]) == "`seals`, `finite`"  # a shared text of two families: both named
+    assert td.label(["a.x", "b.y"]) == "`a.x`, `b.y`"
+
+
+def test_row_text_says_only_a_gates_own_part_of_a_text_it_shares(
+    monkeypatch: pytest.MonkeyPatch, ps: dict
+) -> None:
+    texts = {"a": "T", "b": "BOX: T", "c": "T", "d": "other"}
+    monkeypatch.setattr(td, "gate_text", lambda gid, params: texts[gid])
+    assert td.row_text(("a", "b", "c", "d"), ps["cpu"]) == "`a`, `c`: T; `b`: BOX; `d`: other"
+    assert td.row_text(("a", "c"), ps["cpu"]) == "T"
 
 
 def test_every_gate_has_a_row_in_the_readme_and_in_the_catalogue_table() -> None:

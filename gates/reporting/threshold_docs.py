@@ -147,13 +147,16 @@ def row_text(gate_ids: tuple[str, ...], params: Params) -> str:
         shown.append(([gid], own))
     if len(shown) == 1:
         return shown[0][1]
-    return "; ".join(f"`{label(ids)}`: {text}" for ids, text in shown)
+    return "; ".join(f"{label(ids)}: {text}" for ids, text in shown)
 
 
 def label(gate_ids: list[str]) -> str:
-    """The name of the gates that share a text: `fam.*` for several of one family (or the pilot cells)."""
+    """The name of the gates that share a text: `fam.*` for several of one family (or the pilot cells),
+    else each gate's id."""
     fam = gate_ids[0].partition(".")[0]
-    return f"{fam}.*" if fam == "pilot" or len(gate_ids) > 1 else gate_ids[0]
+    if fam == "pilot" or (len(gate_ids) > 1 and all(g.startswith(fam + ".") for g in gate_ids)):
+        return f"`{fam}.*`"
+    return ", ".join(f"`{g}`" for g in gate_ids)
 
 
 Profiles = dict[str, Params]  # profile name -> params.yaml resolved with that profile
