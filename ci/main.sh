@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: install, run the pipeline, judge it. Exit code: the gates' (0 pass, 1 fail, 2 error).
+# The main job: install, run the pipeline, judge it. Exit code: the gates', passed through (0 pass, 1 a gate
+# failed, 2 error, 3 no gate failed but one or more inconclusive: docs/reports.md).
 # The pipeline reuses what DVC's run cache (shared through the default remote, docs/run-cache.md)
-# already holds for this environment; a green verdict shares this run's stages back.
+# already holds for this environment; only a green verdict (exit 0) shares this run's stages back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh

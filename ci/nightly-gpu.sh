@@ -106,7 +106,8 @@ pin "$GPU_CORES" python3 -m pipeline.repro --no-pull --jobs "${NIGHTLY_JOBS:-4}"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "pipeline (repro.log)"
 
 step "gates: the verdict"
-python3 -m gates check 2>&1 | tee "$ART/gates.txt"
+# --strict: on the GPU an inconclusive gate fails the nightly (exit 1), it does not pass quietly as 3
+python3 -m gates check --strict 2>&1 | tee "$ART/gates.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "gates"
 echo "=== nightly: verdict at +$((SECONDS - T0)) s"
 
@@ -125,7 +126,7 @@ if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
     -k "not gloo" > "$ART/gpu-tests.log" 2>&1 &
   gpu_pid=$!
 fi
-python3 -m gates check --report "$ART/gates.json" --html "$ART/gates.html" --junit "$ART/gates-junit.xml" \
+python3 -m gates check --strict --report "$ART/gates.json" --html "$ART/gates.html" --junit "$ART/gates-junit.xml" \
   --markdown "$ART/gates.md" > /dev/null 2>&1  # the same verdict, drawn (its exit code was taken above)
 wait $probe_pid || fail "determinism probe (see rerun.log)"
 if [ -n "$gpu_pid" ]; then

@@ -1,9 +1,11 @@
 """python -m gates: run the hard gates on the pipeline's artifacts.
 
-    python -m gates check [--only ID ...] [--json] [--report PATH]   exit 0 pass, 1 a gate failed, 2 bad artifact
-                          [--html PATH] [--junit PATH] [--markdown PATH]   the verdict as a page, JUnit XML, Markdown
+    python -m gates check [--only ID ...] [--json] [--report PATH]   exit 0 pass, 1 a gate failed, 2 error (bad
+                          [--html PATH] [--junit PATH] [--markdown PATH]   artifact, stale tree, nothing judged),
+                          [--strict]                                 3 no gate failed, N inconclusive (--strict: 1)
     python -m gates diff A.json B.json                                what changed; exit 1 if a gate got worse
     python -m gates list                                             the catalogue with thresholds
+    python -m gates docs [--write]                                   README/docs threshold tables vs params.yaml
     python -m gates explain ID                                       what a gate checks, why, how to investigate
     python -m gates bisect GOOD BAD [--gate ID]                      first commit where the gate fails (docs/bisect.md)
     python -m gates mutate [--only ID ...] [--subset ci] [--jobs N]  mutation campaign: which gates catch which bug
@@ -31,11 +33,11 @@ from gates.judges import catalogue
 from gates.judges.outcome import Outcome
 from gates.reading.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
 from gates.reading.dvclock import DvcLock, LockError
-from gates.reporting import ci_report, report
+from gates.reporting import ci_report, report, verdict
 from params.cli import add_params_args
 from params.project import load_judging, thresholds_source
 
-REPORT_KIND = outputs.json_kind("gates report", "xtrain-gates-report/1")
+REPORT_KIND = outputs.json_kind("gates report", report.FORMAT)
 
 
 def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
@@ -121,13 +123,17 @@ def check(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         outcomes[g.id] = run_gate(g, artifacts, thresholds)
         seconds[g.id] = time.perf_counter() - start
-    rep = report.build(outcomes, root, thresholds_source(params, str(args.params)), run_env_id(artifacts))
+    source = thresholds_source(params, str(args.params))
+    rep = report.build(outcomes, root, source, run_env_id(artifacts), args.strict)
     report_path = root / args.report
     report.write(rep, report_path)
     if args.json:
         print(json.dumps(rep, indent=2))
+        if rep["verdict"] == "nothing judged":  # the table's last line says it; here stderr does
+            print(f"error: nothing judged: {verdict.nothing_judged(rep['gates'])}; exit 2", file=sys.stderr)
     else:
-        report.print_table(outcomes, {g.id: g.threshold(thresholds) for g in gates}, report_path)
+        labels = {g.id: g.threshold(thresholds) for g in gates}
+        report.print_table(outcomes, labels, report_path, strict=args.strict)
         print(f"checked {len(gates)} gates in {time.perf_counter() - t0:.2f}s", file=sys.stderr)
     write_formats(args, rep, root, thresholds, seconds, params)
     return rep["exit_code"]
@@ -179,6 +185,25 @@ def explain(args: argparse.Namespace) -> int:
     print(f"threshold:   {g.threshold(thresholds)}")
     print(f"why:         {g.why}")
     print(f"investigate: {g.investigate}")
+    return 0
+
+
+def docs_cmd(args: argparse.Namespace) -> int:
+    """The threshold tables of README.md and docs/ against params.yaml: 0 equal (or rewritten), 1 not."""
+    from gates.reporting import threshold_docs
+
+    root = Path(args.root)
+    found = threshold_docs.check(root, root / args.params, args.write)
+    for path, names in found.changed.items():
+        said = "rewrote" if args.write else "differs from params.yaml:"
+        print(f"{path}: {said} generated section {', '.join(names)}")
+    for name in found.missing:
+        print(f"no document has the generated section {name} ({threshold_docs.START.format(name=name)})")
+    if found.changed and not args.write:
+        print("next: python3 -m gates docs --write (then review and commit the tables)")
+    if found.missing or (found.changed and not args.write):
+        return 1
+    print(f"threshold tables {'written from' if found.changed else 'equal'} {args.params}")
     return 0
 
 
@@ -278,6 +303,8 @@ def add_check_parser(sub: Any) -> None:
     c = sub.add_parser("check", help="run the gates")
     c.add_argument("--only", nargs="+", metavar="ID", help="gate ids or prefixes (loss_match selects both)")
     c.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    strict = "count an inconclusive gate as a failure: exit 1 instead of 3 (the GPU nightly's rule)"
+    c.add_argument("--strict", action="store_true", help=strict)
     outputs.output_flag(c.add_argument("--report", default="reports/gates.json"), REPORT_KIND)
     page = "also write a self-contained HTML page, a picture per gate"
     outputs.output_flag(c.add_argument("--html", metavar="PATH", help=page), outputs.HTML_REPORT)
@@ -298,6 +325,10 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     add_check_parser(sub)
     sub.add_parser("list", help="the catalogue with thresholds")
+    docs = sub.add_parser(
+        "docs", help="the threshold tables of README.md and docs/ against params.yaml; exit 1 if stale"
+    )
+    docs.add_argument("--write", action="store_true", help="regenerate the marked sections from params.yaml")
     e = sub.add_parser("explain", help="what a gate checks, why, how to investigate a failure")
     e.add_argument("id")
     d = sub.add_parser("diff", help="what changed between two gate reports; exit 1 if a gate got worse")
@@ -321,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = {
             "check": check,
             "list": list_gates,
+            "docs": docs_cmd,
             "explain": explain,
             "diff": diff,
             "bisect": bisect_cmd,

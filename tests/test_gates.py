@@ -243,7 +243,8 @@ def test_a_stage_not_in_the_pipeline_is_skip_not_pass(work: Path) -> None:
     shutil.rmtree(work / "bench")
     code, report = check(work, "--only", "scaling")
     g = gate(report, "scaling")
-    assert code == 0 and g["status"] == "skip" and "stage scaling has not run" in g["message"]
+    assert g["status"] == "skip" and "stage scaling has not run" in g["message"]
+    assert code == 2 and report["verdict"] == "nothing judged"  # --only scaling judged nothing: never exit 0
 
 
 def test_json_output_and_report_schema(work: Path, capsys) -> None:

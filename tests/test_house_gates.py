@@ -38,7 +38,11 @@ TOLERANCE_KEYS = {
     "max_steps_out",
     "eval_rtol",
 }
-BUILDERS = {("gates/judges/ddp.py", "tier_for"), ("gates/judges/fresh_train.py", "of")}
+BUILDERS = {
+    ("gates/judges/ddp.py", "tier_for"),
+    ("gates/judges/fresh_train.py", "of"),
+    ("gates/reporting/threshold_docs.py", "capped"),  # the docs' tiers as a run is judged: prefix capped
+}
 
 
 def _private(name: str) -> bool:

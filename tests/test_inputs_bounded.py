@@ -346,8 +346,9 @@ def test_a_folder_as_a_gates_output_is_one_line_and_writes_nothing(tmp_path: Pat
     (root / "reports").mkdir(parents=True)
     shutil.copy(REPO / "params.yaml", root / "params.yaml")
     (root / "dvc.yaml").write_text("stages: {}\n")
-    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")  # every gate skips: a real exit 0
-    assert run("-m", "gates", "--root", str(root), "check").returncode == 0  # control
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")  # every gate skips: nothing judged, exit 2
+    assert run("-m", "gates", "--root", str(root), "check").returncode == 2  # control: a report is written
+    assert (root / "reports" / "gates.json").is_file()
     (root / "reports" / "gates.json").unlink()
     one_line(
         run("-m", "gates", "--root", str(root), "check", flag, "reports"), "reports", flag, "is a folder"

@@ -317,7 +317,7 @@ def gate_row(gid: str, status: str) -> dict:
     ("statuses", "verdict", "message"),
     [
         (["pass", "pass"], "pass", "a: a said pass; b: b said pass"),
-        ([], "pass", ""),
+        ([], "untestable", "nothing judged: the report lists no gate"),  # never a pass (issue 51)
         (["pass", "fail", "inconclusive", "fail"], "fail", "b: b said fail; d: d said fail"),
         (["fail", "error", "skip"], "fail", "a: a said fail"),
         (["pass", "inconclusive"], "untestable", "b inconclusive: b said inconclusive"),

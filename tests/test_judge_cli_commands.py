@@ -119,12 +119,37 @@ def test_check_without_dvc_lock_and_no_earlier_report(root: Path, capsys) -> Non
     assert err.startswith(f"error: {root / 'dvc.lock'}: missing: ")
 
 
+@pytest.mark.parametrize(("flags", "code"), [([], 3), (["--strict"], 1)])
+def test_check_inconclusive_is_exit_3_and_1_under_strict(
+    root: Path, monkeypatch, capsys, flags, code
+) -> None:
+    """No gate failed, one could not judge: exit 3 and no "failure" anywhere; --strict: exit 1."""
+    gate_run = cli.run_gate
+    noisy = Outcome("inconclusive", "spread 52%", None, "too noisy to judge: rerun on a quiet machine")
+    monkeypatch.setattr(cli, "run_gate", lambda g, a, t: noisy if g.id == "scaling" else gate_run(g, a, t))
+    got, out, _ = run(capsys, "--root", str(root), "check", *flags, "--junit", "j.xml", "--markdown", "m.md")
+    rep = json.loads((root / "reports" / "gates.json").read_text())
+    assert got == code == rep["exit_code"] and (rep["verdict"], rep["strict"]) == (
+        "inconclusive",
+        bool(flags),
+    )
+    last = out.splitlines()[-1]
+    assert last.startswith("no gate failed, 1 inconclusive") and last.endswith(f"; exit {code}")
+    assert "failure" not in out and "failure" not in (root / "m.md").read_text()
+    assert ("<failure" in (root / "j.xml").read_text()) == bool(flags)
+
+
 def test_check_seals_only_the_selected_gates_stages(root: Path, capsys) -> None:
     """--only scaling: the seals judge the scaling stage (absent here), not hello's edited out."""
     (root / "out.txt").write_text("edited\n")
-    code, out, _ = run(capsys, "--root", str(root), "check", "--only", "scaling", "--json")
+    code, out, err = run(capsys, "--root", str(root), "check", "--only", "scaling", "--json")
     seals = json.loads(out)["gates"][0]
-    assert code == 0 and (seals["status"], seals["message"]) == ("skip", "no stage in dvc.yaml or dvc.lock")
+    assert (seals["status"], seals["message"]) == ("skip", "no stage in dvc.yaml or dvc.lock")
+    assert code == 2 and json.loads(out)["verdict"] == "nothing judged"  # every gate skipped: an error
+    assert err == (
+        "error: nothing judged: 1 not in this pipeline (stages scaling); 1 skipped: no stage in dvc.yaml or "
+        "dvc.lock; exit 2\n"
+    )
     assert run(capsys, "--root", str(root), "check", "--only", "seals")[0] == 2  # all stages: hello's edit
 
 
@@ -134,7 +159,7 @@ def test_check_hands_the_gates_their_params_scope_and_the_report_its_env(
     seen, gate_run = [], cli.run_gate
     monkeypatch.setattr(cli, "run_gate", lambda g, a, t: seen.append((g.id, a, t)) or gate_run(g, a, t))
     monkeypatch.setattr(cli, "run_env_id", lambda a: seen.append(("env", a, None)) or "e1")
-    assert run(capsys, "--root", str(root), "check", "--only", "scaling", "perf.memory")[0] == 0
+    assert run(capsys, "--root", str(root), "check", "--only", "scaling", "perf.memory")[0] == 2  # all skip
     (_, a, t), *_ = seen
     assert [s[0] for s in seen] == ["seals", "scaling", "perf.memory", "env"] and t == THRESHOLDS
     assert all(s[1] is a for s in seen) and a.scope == [

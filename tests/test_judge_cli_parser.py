@@ -19,7 +19,7 @@ import pytest
 from gates import __main__ as cli
 
 EXPECTED = Path(__file__).resolve().parent / "judge_cli_parser"
-COMMANDS = ("check", "list", "explain", "diff", "bisect", "mutate", "init")
+COMMANDS = ("check", "list", "docs", "explain", "diff", "bisect", "mutate", "init")
 
 
 def describe_action(a: argparse.Action) -> str:

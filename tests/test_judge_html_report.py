@@ -253,11 +253,15 @@ DVC_YAML = "stages:\n  train_single:\n    cmd: 'true'\n    outs:\n    - runs/sin
 DVC_LOCK = "schema: '2.0'\nstages:\n  train_single:\n    cmd: 'true'\n    outs:\n    - path: runs/single\n      md5: 0.dir\n"
 
 
-def report(code: int = 1, env_id: str | None = "linux-<env>") -> dict:
+def report(
+    code: int = 1, env_id: str | None = "linux-<env>", word: str = "fail", strict: bool = False
+) -> dict:
     env = {"platform": "linux & x86", "python": "3.11.<7>"} | ({"training_env_id": env_id} if env_id else {})
     return {
         "exit_code": code,
-        "summary": {"pass": 1, "fail": 1, "error": 0, "inconclusive": 0, "skip": 0},
+        "verdict": word,
+        "strict": strict,
+        "summary": {"pass": 1, "fail": 1, "error": 0, "inconclusive": 2, "skip": 0},
         "environment": env,
         "git_revision": "abc<1>",
         "thresholds_source": "params.yaml & defaults",
@@ -282,7 +286,7 @@ def test_the_page_is_the_title_the_meta_line_the_table_and_a_card_per_gate(proje
     assert page == (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>xtrain-gates: gate failure (exit 1)"
         f"</title><style>{CSS}</style></head><body>\n<h1>xtrain-gates: gate failure (exit 1)</h1>"
-        "<p class='meta'>1 pass, 1 fail · revision abc&lt;1&gt; · environment linux-&lt;env&gt; (linux &amp; x86, "
+        "<p class='meta'>1 pass, 1 fail, 2 inconclusive · revision abc&lt;1&gt; · environment linux-&lt;env&gt; (linux &amp; x86, "
         "Python 3.11.&lt;7&gt;) · thresholds from params.yaml &amp; defaults</p>\n"
         f"{_verdict_table(view)}\n"
         + _card(report()["gates"][1], draw.seen[0][1], {"t": 3}, view)
@@ -300,12 +304,20 @@ def test_the_page_is_the_title_the_meta_line_the_table_and_a_card_per_gate(proje
 
 
 @pytest.mark.parametrize(
-    ("code", "verdict"), [(0, "all gates pass"), (1, "gate failure"), (2, "missing or invalid artifact")]
+    ("code", "word", "strict", "verdict"),
+    [
+        (0, "pass", False, "all gates pass"),
+        (1, "fail", False, "gate failure"),
+        (2, "error", False, "missing or invalid artifact"),
+        (2, "nothing judged", False, "nothing judged: every gate skipped"),
+        (3, "inconclusive", False, "no gate failed, 2 inconclusive"),
+        (1, "inconclusive", True, "no gate failed, 2 inconclusive: not a pass under --strict"),
+    ],
 )
 def test_the_title_is_the_verdict_of_the_exit_code(
-    project: Path, draw: Draw, code: int, verdict: str
+    project: Path, draw: Draw, code: int, word: str, strict: bool, verdict: str
 ) -> None:
-    page = html_report.render(report(code), project, {})
+    page = html_report.render(report(code, word=word, strict=strict), project, {})
     assert f"<title>xtrain-gates: {verdict} (exit {code})</title>" in page
     assert f"<h1>xtrain-gates: {verdict} (exit {code})</h1>" in page
 
@@ -314,7 +326,10 @@ def test_no_revision_and_no_environment_id_are_dashes_and_the_labels_default_to_
     project: Path, draw: Draw
 ) -> None:
     page = html_report.render(report(env_id=None) | {"git_revision": None}, project, {})
-    assert "1 pass, 1 fail · revision - · environment - (linux &amp; x86, Python 3.11.&lt;7&gt;) · " in page
+    assert (
+        "1 pass, 1 fail, 2 inconclusive · revision - · environment - (linux &amp; x86, Python 3.11.&lt;7&gt;) · "
+        in page
+    )
     assert "<td>0.25</td>" in page and draw.seen[0][1].params is None
 
 

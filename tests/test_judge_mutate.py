@@ -506,6 +506,31 @@ def test_table_prints_every_mutant_and_the_summary() -> None:
     )
 
 
+def test_an_inconclusive_gate_is_named_in_the_table_never_counted_as_a_kill() -> None:
+    """`gates check` exit 3: a measurement that could not judge caught nothing; the score keeps its
+    meaning (the mutant is a hole, or killed by what else caught it), and the row says so."""
+    hole = classify(mutant("noisy"), {"fresh_train": "pass", "scaling": "inconclusive", "x": "inconclusive"})
+    killed = classify(mutant("both"), {"fresh_train": "fail", "scaling": "inconclusive"})
+    plain = classify(mutant("plain"), {"fresh_train": "fail", "scaling": "pass"})
+    assert (hole.status, hole.caught_by, killed.status, killed.caught_by) == (
+        "hole",
+        [],
+        "killed",
+        ["fresh_train"],
+    )
+    rep = report([hole, killed, plain])
+    assert (rep["killed"], rep["holes"], rep["killed_by_gates"]) == (2, ["noisy"], 2)
+    row = "{:<34} {:<12} {:<11} {:6.1f}  {}"
+    assert mutate.table(rep).splitlines()[1:4] == [
+        row.format(
+            "noisy", "loss", "hole", 1.3, "-; scaling, x inconclusive (not a kill) (expected fresh_train)"
+        ),
+        row.format("both", "loss", "killed", 1.3, "fresh_train; scaling inconclusive (not a kill) ok"),
+        row.format("plain", "loss", "killed", 1.3, "fresh_train ok"),
+    ]
+    assert mutate.unsure({"a": "inconclusive", "b": "fail", "c": "skip", "d": "inconclusive"}) == ["a", "d"]
+
+
 def test_write_puts_the_canonical_report_and_never_over_a_foreign_file(tmp_path: Path) -> None:
     r = report(outcomes())
     path = tmp_path / "mutation.json"
@@ -564,6 +589,19 @@ def test_run_campaign_reports_logs_and_says_every_verdict(tmp_path: Path) -> Non
     assert said[0] == "4 mutants, 3 at a time, timeout 60s each"
     assert f"  {'by-gate':<34} {'killed':<11} {1.3:7.1f}s  fresh_train" in said
     assert f"  {'by-timeout':<34} {'killed':<11} {1.3:7.1f}s  -" in said
+
+
+def test_run_campaign_says_an_inconclusive_gate_is_not_a_kill(tmp_path: Path) -> None:
+    noisy = classify(mutant("noisy"), {"fresh_train": "pass", "scaling": "inconclusive", "x": "inconclusive"})
+    plain = classify(mutant("plain"), {"fresh_train": "fail"})
+    said: list[str] = []
+    ms = [mutant("noisy"), mutant("plain")]
+    c = Planned(tmp_path, tmp_path / "work", catalogue(mutants=ms), "cpu", said.append,
+                verdicts={"noisy": noisy, "plain": plain})  # fmt: skip
+    c.work.mkdir()
+    mutate.run_campaign(c, ms, 1)
+    assert f"  {'noisy':<34} {'hole':<11} {1.3:7.1f}s  -; scaling, x inconclusive (not a kill)" in said
+    assert f"  {'plain':<34} {'killed':<11} {1.3:7.1f}s  fresh_train" in said
 
 
 def test_run_campaign_checks_every_anchor_before_building(tmp_path: Path) -> None:
@@ -626,6 +664,21 @@ def test_check_runs_the_checkouts_gates_on_the_tree(tmp_path: Path, monkeypatch:
     assert cmd == [mutate.sys.executable, "-m", "gates", "--root", str(tree), "--params", str(tree / "params.yaml"),
                    "check", "--only", *mutate.judged_gates(["scaling", "perf"]), "--report", report]  # fmt: skip
     assert (cwd, timeout, env["PYTHONPATH"].split(os.pathsep)[0]) == (root, 42.0, str(root))
+
+
+def test_check_names_an_inconclusive_gate_as_not_a_kill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gates = [*GATES, {"id": "scaling", "status": "inconclusive", "message": "spread 60%"}]
+    monkeypatch.setattr(mutate, "run", Runner([(3, "out", False)], gates))  # exit 3: no gate failed
+    (tmp_path / "tree" / "reports").mkdir(parents=True)
+    c = mutate.Campaign(tmp_path, tmp_path / "work", catalogue(), "cpu")
+    found, why = c.check(tmp_path / "tree", 42.0)
+    assert found["scaling"] == "inconclusive"
+    assert why == (
+        "fresh_train: loss differs at step 3; loss_match.proc: no runs/proc; "
+        "scaling inconclusive (not a kill): spread 60%"
+    )
 
 
 def test_check_without_a_report_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

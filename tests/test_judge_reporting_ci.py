@@ -38,11 +38,14 @@ def build(outcomes: dict[str, Outcome], tmp_path: Path, revision: str | None = N
 
 JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
 <testsuites name="xtrain-gates">
-  <testsuite name="xtrain-gates" tests="7" failures="2" errors="1" skipped="2" time="1.750">
+  <testsuite name="xtrain-gates" tests="7" failures="1" errors="1" skipped="3" time="1.750">
     <properties>
       <property name="git_revision" value="0123abc" />
       <property name="training_env_id" value="cpu-test" />
       <property name="exit_code" value="2" />
+      <property name="verdict" value="error" />
+      <property name="inconclusive" value="1" />
+      <property name="strict" value="false" />
     </properties>
     <testcase classname="gates" name="pilot.a" time="0.500">
       <system-out>measured: 1.8e-07
@@ -60,9 +63,10 @@ d
 not applied: masks: not recorded</failure>
     </testcase>
     <testcase classname="gates" name="perf" time="0.000">
-      <failure message="rerun" type="inconclusive">measured: spread 31%
+      <skipped message="inconclusive: rerun" />
+      <system-out>measured: spread 31%
 threshold: -
-rerun</failure>
+rerun</system-out>
     </testcase>
     <testcase classname="gates" name="scaling" time="0.000">
       <skipped message="not run" />
@@ -91,7 +95,7 @@ def test_junit_of_every_status_exactly(tmp_path: Path) -> None:
     assert ci_report.junit_xml(rep, {"pilot.a": 0.5, "finite": 1.25}) == JUNIT
 
 
-def test_junit_counts_inconclusive_as_failures_and_times_zero_when_unknown(tmp_path: Path) -> None:
+def test_junit_counts_inconclusive_as_skipped_and_times_zero_when_unknown(tmp_path: Path) -> None:
     outcomes = {
         "a": Outcome("fail", 1, 0, "x"),
         "b": Outcome("fail", 1, 0, "y"),
@@ -99,15 +103,18 @@ def test_junit_counts_inconclusive_as_failures_and_times_zero_when_unknown(tmp_p
         "d": Outcome("pass", 1.0, 2, "w"),
     }
     xml = ci_report.junit_xml(build(outcomes, tmp_path))
-    head = xml.splitlines()[:8]
+    head = xml.splitlines()[:11]
     assert head == [
         '<?xml version="1.0" encoding="UTF-8"?>',
         '<testsuites name="xtrain-gates">',
-        '  <testsuite name="xtrain-gates" tests="4" failures="3" errors="0" skipped="0" time="0.000">',
+        '  <testsuite name="xtrain-gates" tests="4" failures="2" errors="0" skipped="1" time="0.000">',
         "    <properties>",
         '      <property name="git_revision" value="-" />',
         '      <property name="training_env_id" value="cpu-test" />',
         '      <property name="exit_code" value="1" />',
+        '      <property name="verdict" value="fail" />',
+        '      <property name="inconclusive" value="1" />',
+        '      <property name="strict" value="false" />',
         "    </properties>",
     ]
     assert xml.count('time="0.000"') == 5
@@ -150,8 +157,11 @@ def test_markdown_of_every_status_exactly(tmp_path: Path) -> None:
     ("outcomes", "head"),
     [
         ({"a": Outcome("pass", 0.5, None, "m")}, "## xtrain-gates: ✅ all gates pass (exit 0)"),
-        ({"a": Outcome("inconclusive", 0.5, None, "m")}, "## xtrain-gates: ❌ gate failure (exit 1)"),
-        ({"a": Outcome("skip", 0.5, None, "m")}, "## xtrain-gates: ✅ all gates pass (exit 0)"),
+        (
+            {"a": Outcome("inconclusive", 0.5, None, "m")},
+            "## xtrain-gates: ⚠️ no gate failed, 1 inconclusive (exit 3)",
+        ),
+        ({"a": Outcome("fail", 0.5, None, "m")}, "## xtrain-gates: ❌ gate failure (exit 1)"),
     ],
 )
 def test_markdown_with_nothing_absent_and_no_family(outcomes: dict, head: str, tmp_path: Path) -> None:
@@ -206,3 +216,36 @@ def test_a_markdown_cell_is_one_line_with_pipes_escaped(x: Any, cell: str) -> No
 )
 def test_short(x: Any, text: str) -> None:
     assert ci_report.short(x) == text
+
+
+def test_markdown_of_a_check_that_judged_nothing_says_why(tmp_path: Path) -> None:
+    outcomes = {
+        "seals": Outcome("skip", None, None, "no stage | here"),
+        "scaling": Outcome("skip", None, None, "absent", not_in_pipeline=["scaling"]),
+    }
+    assert ci_report.markdown(build(outcomes, tmp_path)) == "\n".join(
+        [
+            "## xtrain-gates: ❌ nothing judged: every gate skipped (exit 2)",
+            "",
+            "2 skip; revision `-`, environment `cpu-test`",
+            "",
+            "Nothing judged: 1 not in this pipeline (stages scaling); 1 skipped: no stage \\| here",
+            "",
+            "| gate | status | measured | threshold | message |",
+            "|---|---|---|---|---|",
+            "| `seals` | ⏭️ skip | - | - | no stage \\| here |",
+            "",
+            "⏭️ not in this pipeline: 1 gate (stages scaling: not in dvc.yaml or dvc.lock, nothing to judge)",
+            "",
+        ]
+    )
+
+
+def test_markdown_of_an_inconclusive_check_under_strict(tmp_path: Path) -> None:
+    outcomes = {"a": Outcome("inconclusive", 0.5, None, "m"), "b": Outcome("pass", 1, None, "ok")}
+    rep = report.build(outcomes, tmp_path, "params.yaml", "cpu-test", True) | {"git_revision": None}
+    assert ci_report.markdown(rep).splitlines()[:3] == [
+        "## xtrain-gates: ⚠️ no gate failed, 1 inconclusive: not a pass under --strict (exit 1)",
+        "",
+        "1 pass, 1 inconclusive; revision `-`, environment `cpu-test`",
+    ]

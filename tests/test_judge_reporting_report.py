@@ -28,16 +28,21 @@ LONG = "cpu: step 0 rel <= 1e-05, max rel <= 0.001"
 @pytest.mark.parametrize(
     ("statuses", "code"),
     [
-        ((), 0),
+        ((), 2),  # nothing judged
+        (("skip", "skip"), 2),
         (("pass", "skip"), 0),
         (("pass", "fail"), 1),
-        (("inconclusive",), 1),
+        (("inconclusive",), 3),
+        (("inconclusive", "skip", "pass"), 3),
+        (("inconclusive", "fail"), 1),
         (("fail", "error"), 2),
         (("error", "pass"), 2),
     ],
 )
 def test_exit_code(statuses: tuple[str, ...], code: int) -> None:
-    assert report.exit_code({str(i): Outcome(s) for i, s in enumerate(statuses)}) == code
+    outcomes = {str(i): Outcome(s) for i, s in enumerate(statuses)}
+    assert report.exit_code(outcomes) == code == report.exit_code(outcomes, strict=False)
+    assert report.exit_code(outcomes, strict=True) == (1 if code == 3 else code)  # --strict: only 3 moves
 
 
 def git(root: Path, *args: str) -> str:
@@ -100,8 +105,10 @@ def test_build_the_json_report(tmp_path: Path) -> None:
     }
     got = report.build(outcomes, tmp_path / "nowhere", "params.yaml", "cpu-1")
     assert got == {
-        "format": "xtrain-gates-report/1",
+        "format": "xtrain-gates-report/2",
         "exit_code": 1,
+        "verdict": "fail",
+        "strict": False,
         "summary": {"pass": 2, "fail": 1, "inconclusive": 0, "skip": 1, "error": 0},
         "git_revision": None,
         "environment": {
@@ -196,7 +203,11 @@ def test_the_table_of_every_status_exactly() -> None:
 
 @pytest.mark.parametrize(
     ("status", "verdict"),
-    [("pass", "all gates pass (1 pass); exit 0"), ("inconclusive", "gate failure (1 inconclusive); exit 1")],
+    [
+        ("pass", "all gates pass (1 pass); exit 0"),
+        ("inconclusive", "no gate failed, 1 inconclusive (1 inconclusive); exit 3"),
+        ("fail", "gate failure (1 fail); exit 1"),
+    ],
 )
 def test_the_verdict_line_without_a_report_path(status: str, verdict: str) -> None:
     text = printed({"g": Outcome(status, 1, 2, "m")}, {}, None)
@@ -269,7 +280,7 @@ def test_the_colours_of_the_verdict(
     verdict = {
         "fail": "\x1b[1;31mgate failure\x1b[0m (1 fail); exit 1",
         "error": "\x1b[1;35mmissing or invalid artifact\x1b[0m (1 error); exit 2",
-        "inconclusive": "\x1b[1;31mgate failure\x1b[0m (1 inconclusive); exit 1",
+        "inconclusive": "\x1b[1;33mno gate failed, 1 inconclusive\x1b[0m (1 inconclusive); exit 3",
     }[outcome.status]
     assert lines[-2:] == [line, verdict]
 
@@ -288,3 +299,14 @@ def test_on_a_terminal_the_console_takes_the_terminals_width(monkeypatch: pytest
     lines = out.getvalue().splitlines()
     assert lines[-3:-1] == ["w" * 100, "w" * 70]
     assert report.stdout_console().width == 100
+
+
+def test_the_verdict_line_is_not_strict_unless_asked() -> None:
+    noisy = {"a": Outcome("inconclusive"), "b": Outcome("pass")}
+    assert report.verdict_line(noisy, None) == (
+        "[bold yellow]no gate failed, 1 inconclusive[/] (1 pass, 1 inconclusive); exit 3"
+    )
+    assert report.verdict_line(noisy, Path("r.json"), True) == (
+        "[bold yellow]no gate failed, 1 inconclusive: not a pass under --strict[/] (1 pass, 1 inconclusive); "
+        "report: r.json; exit 1"
+    )

@@ -1,8 +1,9 @@
 """The verdict itself under mutation (docs/judge-mutation.md): gates/__main__.py run_gate and gates/reporting/report.py.
 
 How a gate's exceptions become statuses (a stage not run: skip; a NaN: fail; a bad artifact: error),
-which gates a project without their stages skips, the exit code from the statuses (error beats fail
-and inconclusive, which beat pass and skip), and the report and table built from them.
+which gates a project without their stages skips, the exit code from the statuses (error 2 beats fail 1,
+which beats inconclusive 3, which beats pass 0; every gate skipped is 2), and the report and table built
+from them.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def test_run_env_id_reads_runs_single_or_says_none(tmp_path: Path, monkeypatch) 
 @pytest.mark.parametrize(
     ("statuses", "code"),
     [
-        ((), 0), (("pass",), 0), (("pass", "skip"), 0), (("skip",), 0), (("pass", "fail"), 1),
-        (("inconclusive", "pass"), 1), (("fail", "inconclusive"), 1), (("error", "pass"), 2),
+        ((), 2), (("pass",), 0), (("pass", "skip"), 0), (("skip",), 2), (("pass", "fail"), 1),
+        (("inconclusive", "pass"), 3), (("fail", "inconclusive"), 1), (("error", "pass"), 2),
         (("fail", "error"), 2), (("error", "inconclusive", "skip"), 2),
     ],
 )  # fmt: skip
@@ -143,7 +144,8 @@ OUTCOMES = {
 
 def test_the_report_holds_every_outcome_and_the_summary(tmp_path: Path) -> None:
     rep = report.build(OUTCOMES, tmp_path, "params.yaml", "cpu-e1")
-    assert rep["format"] == "xtrain-gates-report/1" and rep["exit_code"] == 1
+    assert rep["format"] == "xtrain-gates-report/2" and rep["exit_code"] == 1
+    assert (rep["verdict"], rep["strict"]) == ("fail", False)
     assert rep["summary"] == {"pass": 1, "fail": 1, "inconclusive": 1, "skip": 1, "error": 0}
     assert rep["thresholds_source"] == "params.yaml" and rep["environment"]["training_env_id"] == "cpu-e1"
     assert rep["git_revision"] is None  # not a git repository

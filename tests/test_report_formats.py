@@ -42,35 +42,48 @@ def test_junit_has_one_testcase_per_gate_with_the_right_result(tmp_path: Path) -
     assert suite is not None
     assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
         "tests": "5",
-        "failures": "2",  # fail and inconclusive: both exit 1
+        "failures": "1",  # the fail; an inconclusive gate did not fail (exit 3, not 1)
         "errors": "1",
-        "skipped": "1",
+        "skipped": "2",  # the skip, and the inconclusive gate with its own message
     }
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert list(cases) == list(MIXED)
     assert cases["launcher_parity"].find("failure").get("message") == MIXED["launcher_parity"].message
     assert cases["launcher_parity"].find("failure").get("type") == "fail"
-    assert cases["perf.throughput"].find("failure").get("type") == "inconclusive"
+    assert cases["perf.throughput"].find("failure") is None
+    assert (
+        cases["perf.throughput"].find("skipped").get("message")
+        == f"inconclusive: {MIXED['perf.throughput'].message}"
+    )
     assert cases["finite"].find("error") is not None
     assert cases["scaling"].find("skipped").get("message").startswith("stage scaling has not run")
     assert [c.tag for c in cases["loss_match.thread"]] == ["system-out"]  # a pass has no result element
     assert all(c.get("time") == "0.010" for c in cases.values())
 
 
-def test_an_independent_reader_sees_the_same_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("strict", "inconclusive", "counts"), [(False, Skipped, (5, 1, 1, 2)), (True, Failure, (5, 2, 1, 1))]
+)
+def test_an_independent_reader_sees_the_same_results(
+    tmp_path: Path, strict: bool, inconclusive: type, counts: tuple
+) -> None:
+    """An inconclusive gate is a skipped test with its message, a failure only under --strict (exit 1)."""
+    rep = report.build(MIXED, tmp_path, "params.yaml", "cpu-test", strict)
     xml = JUnitXml.fromstring(
-        ci_report.junit_xml(build(MIXED, tmp_path)).encode()
+        ci_report.junit_xml(rep).encode()
     )  # bytes: lxml refuses a str with a declaration
     suite = next(iter(xml))
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (5, 2, 1, 1)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == counts
     kinds = {case.name: [type(r).__name__ for r in case.result] for case in suite}
     assert kinds == {
         "loss_match.thread": [],
         "launcher_parity": [Failure.__name__],
-        "perf.throughput": [Failure.__name__],
+        "perf.throughput": [inconclusive.__name__],
         "scaling": [Skipped.__name__],
         "finite": [Error.__name__],
     }
+    unsure = next(case for case in suite if case.name == "perf.throughput").result[0]
+    assert unsure.message.endswith(MIXED["perf.throughput"].message)
     failure = next(case for case in suite if case.name == "launcher_parity").result[0]
     assert failure.message == MIXED["launcher_parity"].message
     assert "measured: 0.007" in failure.text
@@ -96,7 +109,7 @@ def test_markdown_lists_failing_gates_first_and_escapes_cells(tmp_path: Path) ->
 
 
 def _skip_tree(tmp_path: Path) -> Path:
-    """A repository layout whose pipeline has no stage: every gate skips (a real exit-0 check)."""
+    """A repository layout whose pipeline has no stage: every gate skips (nothing judged: exit 2)."""
     root = tmp_path / "repo"
     root.mkdir()
     shutil.copy(PARAMS, root / "params.yaml")
@@ -108,7 +121,7 @@ def _skip_tree(tmp_path: Path) -> Path:
 def test_check_writes_junit_and_markdown(tmp_path: Path) -> None:
     root = _skip_tree(tmp_path)
     code = gates_main(["--root", str(root), "check", "--junit", "out/j.xml", "--markdown", "out/g.md"])
-    assert code == 0
+    assert code == 2  # nothing judged is an error, never a pass (issue 51)
     n = len(json.loads((root / "reports/gates.json").read_text())["gates"])
     suite = next(iter(JUnitXml.fromfile(str(root / "out/j.xml"))))
     assert (suite.tests, suite.skipped, suite.failures) == (n, n, 0)
@@ -116,7 +129,8 @@ def test_check_writes_junit_and_markdown(tmp_path: Path) -> None:
     # no stage in this pipeline: the gates that read stages are one line, not n rows (gates/reporting/rows.py)
     shown = md.count("⏭️ skip |") + md.count("✅ pass |")
     folded = int(md.split("not in this pipeline: ")[1].split(" gate")[0])
-    assert shown + folded == n and folded >= n - 1 and "all gates pass" in md
+    assert shown + folded == n and folded >= n - 1 and "all gates pass" not in md
+    assert md.startswith("## xtrain-gates: ❌ nothing judged: every gate skipped (exit 2)")
 
 
 def write(tmp_path: Path, name: str, outcomes: dict[str, Outcome]) -> str:

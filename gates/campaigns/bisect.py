@@ -301,9 +301,10 @@ class Bisector:
         hard = [g for g in failing if g["status"] == "fail"]
         if hard:
             return Verdict("fail", "; ".join(f"{g['id']}: {g['message']}" for g in hard))
-        if failing or any(g["status"] == "skip" for g in gates):
+        if failing or not gates or any(g["status"] == "skip" for g in gates):  # inconclusive is never "bad"
             odd = [g for g in gates if g["status"] != "pass"]
-            return Verdict("untestable", "; ".join(f"{g['id']} {g['status']}: {g['message']}" for g in odd))
+            said = "; ".join(f"{g['id']} {g['status']}: {g['message']}" for g in odd)
+            return Verdict("untestable", said or "nothing judged: the report lists no gate")
         return Verdict("pass", "; ".join(f"{g['id']}: {g['message']}" for g in gates))
 
 

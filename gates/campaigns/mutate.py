@@ -279,9 +279,9 @@ class Campaign:
         if not report.exists():
             return {}, f"gates check exited {code}: {tail(out)}"
         gates = json.loads(report.read_text())["gates"]
-        return {g["id"]: g["status"] for g in gates}, "; ".join(
-            f"{g['id']}: {g['message']}" for g in gates if g["status"] in ("fail", "error")
-        )
+        said = [f"{g['id']}: {g['message']}" for g in gates if g["status"] in ("fail", "error")]
+        said += [f"{g['id']} {NOT_A_KILL}: {g['message']}" for g in gates if g["status"] == "inconclusive"]
+        return {g["id"]: g["status"] for g in gates}, "; ".join(said)
 
     def build_base(self) -> float:
         """Build (or reuse) the unmutated baseline; returns the seconds it took."""
@@ -412,6 +412,17 @@ def classify(
     )  # fmt: skip
 
 
+# An inconclusive gate (a measurement that could not judge: exit 3 of `gates check`) caught nothing: the
+# mutant's verdict is decided without it (killed by another gate or a crash, else equivalent or a hole),
+# so the score keeps its meaning, and the table and message name it, never passing it over.
+NOT_A_KILL = "inconclusive (not a kill)"
+
+
+def unsure(gates: dict[str, str]) -> list[str]:
+    """The gates that were inconclusive on a mutant."""
+    return [g for g, s in gates.items() if s == "inconclusive"]
+
+
 def score(outcomes: list[Outcome]) -> dict[str, Any]:
     n = len(outcomes)
     killed = sum(o.status == "killed" for o in outcomes)
@@ -449,7 +460,8 @@ def run_campaign(c: Campaign, mutants: list[Mutant], jobs: int) -> dict[str, Any
         o = c.mutant(m)
         with log.open("a") as f:
             f.write(json.dumps(asdict(o)) + "\n")
-        c.say(f"  {o.id:<34} {o.status:<11} {o.seconds:7.1f}s  {', '.join(o.caught_by) or '-'}")
+        note = f"; {', '.join(not_sure)} {NOT_A_KILL}" if (not_sure := unsure(o.gates)) else ""
+        c.say(f"  {o.id:<34} {o.status:<11} {o.seconds:7.1f}s  {', '.join(o.caught_by) or '-'}{note}")
         return o
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -485,6 +497,8 @@ def table(report: dict[str, Any]) -> str:
     for o in report["mutants"]:
         crash = [f"{o['crashed_stage']} crashed"] if o["crashed_stage"] else []
         caught = ", ".join(crash + o["caught_by"] + (["timeout"] if o["timed_out"] else [])) or "-"
+        if not_sure := unsure(o["gates"]):
+            caught += f"; {', '.join(not_sure)} {NOT_A_KILL}"
         mark = (
             ""
             if not o["expect"]

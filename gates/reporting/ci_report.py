@@ -1,9 +1,13 @@
 """The gates report in the formats CI systems read: JUnit XML and a Markdown table.
 
 JUnit: one <testcase> per gate (GitHub, GitLab and Jenkins render it as a test list); a failed gate is a
-<failure> whose message is the gate's message, an inconclusive one a <failure type="inconclusive">
-(it exits 1 like a failure), an error an <error>, a skip <skipped/>; JUnit keeps every gate, in
-catalogue order (it is read by machines). Markdown: a verdict line and a table, meant for
+<failure> whose message is the gate's message, an error an <error>, a skip <skipped/>. An inconclusive
+gate did not fail: it is <skipped message="inconclusive: ..."> (every JUnit reader shows a skipped
+test with its message and none counts it as a failure; a <failure> would turn the test list red for
+a measurement that judged nothing), with its details in <system-out>; the suite's properties carry
+the verdict, the count of inconclusive gates and strict. Under --strict (exit 1) it is a
+<failure type="inconclusive">, as the exit code says. JUnit keeps every gate, in catalogue order (it
+is read by machines). Markdown: a verdict line and a table, meant for
 $GITHUB_STEP_SUMMARY, with the rows of gates/reporting/rows.py: fail, error, inconclusive, pass, skip; gates not
 in this pipeline in one line; a family's shared threshold once; checks not applied named.
 """
@@ -13,10 +17,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from gates.reporting import rows
+from gates.reporting import rows, verdict
 
 MARK = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "skip": "⏭️", "error": "💥"}
-VERDICT = {0: "all gates pass", 1: "gate failure", 2: "missing or invalid artifact"}
+# the Markdown heading's mark per verdict
+VERDICT_MARK = {"pass": "✅", "fail": "❌", "error": "❌", "nothing judged": "❌", "inconclusive": "⚠️"}
 
 
 def short(x: Any) -> str:
@@ -41,15 +46,17 @@ def junit_xml(report: dict[str, Any], seconds: dict[str, float] | None = None) -
     seconds = seconds or {}
     gates = report["gates"]
     s = report["summary"]
+    word, strict = verdict.of_report(report)
+    unsure = s["inconclusive"]  # a failure under --strict, else a skipped test with its own message
     suites = ET.Element("testsuites", name="xtrain-gates")
     suite = ET.SubElement(
         suites,
         "testsuite",
         name="xtrain-gates",
         tests=str(len(gates)),
-        failures=str(s["fail"] + s["inconclusive"]),
+        failures=str(s["fail"] + (unsure if strict else 0)),
         errors=str(s["error"]),
-        skipped=str(s["skip"]),
+        skipped=str(s["skip"] + (0 if strict else unsure)),
         time=f"{sum(seconds.values()):.3f}",
     )
     props = ET.SubElement(suite, "properties")
@@ -57,23 +64,35 @@ def junit_xml(report: dict[str, Any], seconds: dict[str, float] | None = None) -
         ("git_revision", report["git_revision"]),
         ("training_env_id", report["environment"].get("training_env_id")),
         ("exit_code", report["exit_code"]),
+        ("verdict", word),
+        ("inconclusive", unsure),
+        ("strict", str(strict).lower()),
     ):
         ET.SubElement(props, "property", name=name, value=short(value))
     for g in gates:
         case = ET.SubElement(
             suite, "testcase", classname="gates", name=g["id"], time=f"{seconds.get(g['id'], 0.0):.3f}"
         )
-        status, message = g["status"], g["message"]
-        if status in ("fail", "inconclusive"):
-            ET.SubElement(case, "failure", message=message, type=status).text = _details(g)
-        elif status == "error":
-            ET.SubElement(case, "error", message=message, type="error").text = _details(g)
-        elif status == "skip":
-            ET.SubElement(case, "skipped", message=message)
-        else:
-            ET.SubElement(case, "system-out").text = _details(g)
+        _outcome(case, g, strict)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _outcome(case: ET.Element, g: dict[str, Any], strict: bool) -> None:
+    """The testcase's child for the gate's status (the module's docstring says why inconclusive is
+    <skipped> unless --strict)."""
+    status, message = g["status"], g["message"]
+    if status == "fail" or (status == "inconclusive" and strict):
+        ET.SubElement(case, "failure", message=message, type=status).text = _details(g)
+    elif status == "error":
+        ET.SubElement(case, "error", message=message, type="error").text = _details(g)
+    elif status == "skip":
+        ET.SubElement(case, "skipped", message=message)
+    elif status == "inconclusive":
+        ET.SubElement(case, "skipped", message=f"inconclusive: {message}")
+        ET.SubElement(case, "system-out").text = _details(g)
+    else:
+        ET.SubElement(case, "system-out").text = _details(g)
 
 
 def _cell(x: Any) -> str:
@@ -84,14 +103,20 @@ def _cell(x: Any) -> str:
 def markdown(report: dict[str, Any], labels: dict[str, str] | None = None) -> str:
     """`labels`: the catalogue's threshold text per gate (python -m gates list)."""
     code = report["exit_code"]
+    word, strict = verdict.of_report(report)
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
     view = rows.rows(report["gates"], labels)
     lines = [
-        f"## xtrain-gates: {MARK['pass'] if code == 0 else MARK['fail']} {VERDICT[code]} (exit {code})",
+        f"## xtrain-gates: {VERDICT_MARK[word]} {verdict.headline(word, report['summary'], strict)} (exit {code})",
         "",
         f"{counts}; revision `{short(report['git_revision'])}`, "
         f"environment `{short(report['environment'].get('training_env_id'))}`",
         "",
+        *(
+            [f"Nothing judged: {_cell(verdict.nothing_judged(report['gates']))}", ""]
+            if word == "nothing judged"
+            else []
+        ),
         "| gate | status | measured | threshold | message |",
         "|---|---|---|---|---|",
     ]

@@ -16,8 +16,8 @@ from typing import Any
 
 from gates.judges import catalogue, pictures
 from gates.reading.artifacts import Artifacts, DvcLock
-from gates.reporting import rows
-from gates.reporting.ci_report import VERDICT, short
+from gates.reporting import rows, verdict
+from gates.reporting.ci_report import short
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#212121;padding:0 16px}
@@ -119,7 +119,8 @@ def render(
     code = report["exit_code"]
     counts = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
     env = report["environment"]
-    title = f"xtrain-gates: {VERDICT[code]} (exit {code})"
+    word, strict = verdict.of_report(report)
+    title = f"xtrain-gates: {verdict.headline(word, report['summary'], strict)} (exit {code})"
     cards = "".join(_card(g, artifacts, thresholds, view) for g in view.shown)
     return (
         f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from contracts import artifact_table
 from gates.judges.outcome import STATUSES, Outcome
-from gates.reporting import rows
+from gates.reporting import rows, verdict
 from gates.reporting.ci_report import short
 
 COLORS = {
@@ -25,9 +26,12 @@ COLORS = {
 }
 
 
-def exit_code(outcomes: dict[str, Outcome]) -> int:
-    statuses = {o.status for o in outcomes.values()}
-    return 2 if "error" in statuses else 1 if statuses & {"fail", "inconclusive"} else 0
+FORMAT = artifact_table.artifact("gates_report").format  # /2: exit 3, `verdict`, `strict` (CHANGELOG.md)
+
+
+def exit_code(outcomes: dict[str, Outcome], strict: bool = False) -> int:
+    """gates/reporting/verdict.py: error 2 > fail 1 > inconclusive 3 (1 with --strict) > pass 0; all skip: 2."""
+    return verdict.exit_code(verdict.of(o.status for o in outcomes.values()), strict)
 
 
 def _git_revision(root: Path) -> str | None:
@@ -43,12 +47,18 @@ def _git_revision(root: Path) -> str | None:
 
 
 def build(
-    outcomes: dict[str, Outcome], root: Path, thresholds_source: str, env_id: str | None
+    outcomes: dict[str, Outcome],
+    root: Path,
+    thresholds_source: str,
+    env_id: str | None,
+    strict: bool = False,
 ) -> dict[str, Any]:
-    code = exit_code(outcomes)
+    word = verdict.of(o.status for o in outcomes.values())
     report = {
-        "format": "xtrain-gates-report/1",
-        "exit_code": code,
+        "format": FORMAT,
+        "exit_code": verdict.exit_code(word, strict),
+        "verdict": word,
+        "strict": strict,
         "summary": {s: sum(o.status == s for o in outcomes.values()) for s in STATUSES},
         "git_revision": _git_revision(root),
         "environment": {
@@ -80,6 +90,7 @@ def print_table(
     thresholds: dict[str, str],
     report_path: Path | None,
     console: Console | None = None,
+    strict: bool = False,
 ) -> None:
     """`thresholds`: the catalogue's text per gate, shown where the outcome's threshold is a bare number.
     Rows as gates/reporting/rows.py orders and folds them: fail, error, inconclusive, pass, skip; gates not in
@@ -112,12 +123,30 @@ def print_table(
         said = g["message"] if g["status"] != "pass" else rows.not_applied(g)
         if said:
             console.print(f"[{COLORS[g['status']]}]{g['status'].upper()}[/] {g['id']}: {said}")
-    code = exit_code(outcomes)
-    summary = ", ".join(f"{n} {s}" for s in STATUSES if (n := sum(o.status == s for o in outcomes.values())))
-    verdict = {
-        0: "[green]all gates pass[/]",
-        1: "[bold red]gate failure[/]",
-        2: "[bold magenta]missing or invalid artifact[/]",
-    }[code]
+    console.print(verdict_line(outcomes, report_path, strict), soft_wrap=True)  # one line, even in a log
+
+
+VERDICT_STYLE = {
+    "pass": "green",
+    "fail": "bold red",
+    "error": "bold magenta",
+    "nothing judged": "bold magenta",
+    "inconclusive": "bold yellow",
+}
+
+
+def verdict_line(outcomes: dict[str, Outcome], report_path: Path | None, strict: bool = False) -> str:
+    """The table's last line: the verdict in words, the count per status, the report, the exit code;
+    when every gate skipped, why, and what to do (exit 2)."""
+    word = verdict.of(o.status for o in outcomes.values())
+    counts = {s: sum(o.status == s for o in outcomes.values()) for s in STATUSES}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no gate"
+    said = f"[{VERDICT_STYLE[word]}]{verdict.headline(word, counts, strict)}[/] ({summary})"
+    if word == "nothing judged":
+        entries = [rows.entry(gid, o) for gid, o in outcomes.items()]  # pragma: no mutate -- equivalent: no id read  # fmt: skip
+        why = verdict.nothing_judged(entries)
+        said += (
+            f": {escape(why)}; next: dvc repro the stages these gates read, or --only gates whose stages ran"
+        )
     where = f"; report: {report_path}" if report_path else ""
-    console.print(f"{verdict} ({summary}){where}; exit {code}")
+    return f"{said}{where}; exit {verdict.exit_code(word, strict)}"
