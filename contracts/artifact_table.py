@@ -46,7 +46,7 @@ TABLE: dict[str, Artifact] = {
         Artifact("repro", "reports/repro.json", "xtrain-repro/1"),
         Artifact("probes", "runs/probes.json", "xtrain-probes/1"),
         Artifact("pilot", "runs/pilot/pilot.json", "xtrain-pilot/2"),
-        Artifact("scaling", "bench/scaling.json", "xtrain-scaling/1"),
+        Artifact("scaling", "bench/scaling.json", "xtrain-scaling/2"),
         Artifact("gates_report", "reports/gates.json", "xtrain-gates-report/2"),
         Artifact("version", "registry/models/{model}/v{n}.json", "xtrain-registry-version/1"),
         Artifact("golden", "registry/goldens/{env_id}/v{n}.json", "xtrain-golden/1"),

@@ -3,25 +3,25 @@
 python -m pipeline.scaling [--out bench] [--set k=v]    # worlds and launchers from params.yaml `scaling:`
 python -m pipeline.scaling --profile 5 --out bench/profiled   # also where rank 0's step time goes
 
-With --profile N every measured process runs N more steps after its windows, rank 0 under
-torch.profiler (xtrain/bench/step_profile.py): OUT/profile.json and a table of host time, GPU compute,
+With --profile N every measured process runs N more steps after the windows, one process at a time,
+rank 0 under torch.profiler (xtrain/bench/step_profile.py): OUT/profile.json and a table of host time, GPU compute,
 collectives and the part of them no compute overlaps. Not part of the dvc stage.
 
-Measured processes run this module again: `python -m pipeline.scaling rank thread --worlds 1,2 ...`
-(every world in turn, one process), or `rank proc --worlds N` under a real torchrun of N workers.
+Measured processes run this module again, one per launcher and world, all at once: `python -m
+pipeline.scaling rank thread --worlds N --baton SOCKET ...` (N rank threads), or `rank proc --worlds N`
+under a real torchrun of N workers; each times its windows when the stage's conductor says so, in
+turn with the others (xtrain/bench/conductor.py, docs/scaling.md).
 bench/scaling.json is validated when written (contracts.artifact_table); a bad record is one line, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from contracts import outputs
-from contracts.errors import report
 from pipeline import stage
 from xtrain.bench.remeasure import Remeasure
 from xtrain.bench.scaling import measure_rank, measure_worlds, scaling_record, write_profiles, write_results
@@ -38,35 +38,30 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return ap
 
 
-def rank_command(
-    args: argparse.Namespace, launcher: str, worlds: list[int], max_rounds: int, result: Path
-) -> list[str]:
-    """One measured process: this module's `rank` command, with our params, overrides and data,
-    taking at most `max_rounds` rounds of windows per world (a repeat takes only the rounds left)."""
-    overrides = [*args.overrides, f"scaling.max_rounds={max_rounds}"]
+def rank_command(args: argparse.Namespace, key: tuple[str, int], address: str) -> list[str]:
+    """One measured process: this module's `rank` command for (launcher, world), with our params,
+    overrides and data, answering the conductor at `address`."""
+    launcher, world = key
     common = [
         "--params",
         args.params,
-        *[a for o in overrides for a in ("--set", o)],
+        *[a for o in args.overrides for a in ("--set", o)],
         "--tokens",
         args.tokens,
         "--tokenizer",
         args.tokenizer,
-        "--result",
-        str(result),
-        "--profile",
-        str(args.profile),
+        "--baton",
+        address,
+        "--worlds",
+        str(world),
     ]
-    worlds_arg = ["--worlds", ",".join(map(str, worlds))]
     if launcher == "thread":
-        return [sys.executable, "-m", "pipeline.scaling", "rank", "thread", *worlds_arg, *common]
-    (world,) = worlds  # torchrun starts one process per rank of one world
-    return torchrun_cmd(world, "pipeline.scaling", "rank", "proc", *worlds_arg, *common)
+        return [sys.executable, "-m", "pipeline.scaling", "rank", "thread", *common]
+    return torchrun_cmd(world, "pipeline.scaling", "rank", "proc", *common)
 
 
-RANK_RESULT = outputs.json_kind("measured rank's result", None)
 OUT_FILES = {  # what the stage writes into --out, each replaced only over an earlier one of its kind
-    "scaling.json": outputs.json_kind("scaling", "xtrain-scaling/1"),
+    "scaling.json": outputs.json_kind("scaling", "xtrain-scaling/2"),
     "scaling.png": outputs.PICTURE,
     "profile.json": outputs.json_kind("step profile", None),
 }
@@ -79,39 +74,17 @@ def check_out(out: Path) -> None:
         outputs.check(out / name, kind)
 
 
-def worlds_list(text: str) -> list[int]:
-    try:
-        worlds = [int(w) for w in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-    if not worlds or min(worlds) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: worlds must be >= 1")
-    return worlds
-
-
 def rank_main(argv: list[str]) -> int:
     """`rank thread|proc`: one measured process (a thread launcher, or one torchrun worker)."""
     ap = parser("python -m pipeline.scaling rank")
     ap.add_argument("launcher", choices=["thread", "proc"])
-    ap.add_argument("--worlds", type=worlds_list, default=[1], help="comma-separated; proc: its one world")
-    outputs.output_flag(ap.add_argument("--result", required=True), RANK_RESULT)
+    ap.add_argument("--worlds", type=int, required=True, help="its world (proc: torchrun's workers)")
+    ap.add_argument("--baton", required=True, help="the conductor's socket")
     args = ap.parse_args(argv)
-    try:  # before the measurement: never over a file it did not write
-        outputs.check(args.result, RANK_RESULT)
-    except outputs.OutputRefused as e:
-        return report(e)
     params = stage.params_of(args).scaling_workload()
     spec = build_spec(params, args.launcher, None, args.tokens, args.tokenizer, False)
-    measure_rank(
-        spec,
-        args.launcher,
-        args.worlds,
-        params.launch_config(),
-        params.scaling_config(),
-        remeasure_policy(params),
-        args.result,
-        args.profile,
-    )
+    sc, launch = params.scaling_config(), params.launch_config()
+    measure_rank(spec, args.launcher, args.worlds, launch, sc, args.baton)
     return 0
 
 
@@ -121,9 +94,9 @@ def gate_bounds(params: Any) -> dict[str, Any]:
 
 
 def remeasure_policy(params: Any) -> Remeasure:
-    """Re-measure until the windows spread no more than the gate allows, within scaling's caps."""
+    """Re-measure while the gate would not pass the windows, within scaling's caps."""
     sc = params.scaling_config()
-    return Remeasure(gate_bounds(params).get("max_spread", math.inf), sc.max_rounds, sc.time_cap_s)
+    return Remeasure(sc.max_rounds, sc.time_cap_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         measured = measure_worlds(
             sc,
             run.train.device,
-            lambda *a: rank_command(args, *a),
+            lambda key, address: rank_command(args, key, address),
             remeasure_policy(params),
             gate_bounds(params),
+            args.profile,
         )
         record = scaling_record(params["profile"], run, launch, sc, measured)
         write_results(record, Path(args.out))

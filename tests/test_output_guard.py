@@ -73,7 +73,6 @@ ARGV = {  # every output flag: the command line that writes it, T where the path
     ("pipeline.pilot", (), "out"): ["--out", T],
     ("pipeline.probes", (), "out"): ["--out", T],
     ("pipeline.scaling", (), "out"): ["--out", T],
-    ("pipeline.scaling", ("rank",), "result"): ["rank", "thread", "--result", T],
     ("pipeline.to_onnx", (), "out"): ["exports/fresh", T],
     ("pipeline.tokenizer", (), "data"): ["--data", T],
     ("pipeline.train", (), "run_dir"): ["single", "--run-dir", T],

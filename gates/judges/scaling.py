@@ -1,24 +1,30 @@
-"""Scaling gate, recomputed from the raw tokens/s windows of bench/scaling.json.
+"""Scaling gate, recomputed from the raw tokens/s windows and contention readings of bench/scaling.json.
 
-A measurement (one launcher at one world) is every window of every round it took (a noisy one
-re-measures: xtrain/bench/remeasure.py). Its figures are those of the faster half of its windows
-(contracts.perf_record.faster_half: interference only slows windows): tokens/s = their median,
-speedup(w) = tokens/s(world w) / tokens/s(world 1) of the same launcher, spread = (max - min) /
-median; the file's own figures are only cross-checked.
-Thread and proc at one world measure the same step: their gap is judged by the confidence interval
-of thread/proc from both sets of windows (contracts.perf_record.shift_ci), so two noisy ten-second
-measurements that merely may differ by more than the band are inconclusive, not a fail.
-The worlds and launchers come from the resolved params (scaling.worlds capped by the devices
-present, as the scaling stage does), not from the file. A window spread above max_spread makes the
-verdict inconclusive (rerun on a quiet machine), never a pass.
+Every measurement (one launcher at one world) ran in its own process, all at once, and their windows
+were taken in turn: window i of every measurement in cycle i (xtrain/bench/conductor.py). Beside each
+window the record keeps what else ran meanwhile (xtrain/bench/contention.py). The gate:
+- recomputes the figures (faster half of the windows: tokens/s, speedup, spread) and cross-checks the
+  file's own; refuses windows that are not whole rounds, or not taken in turn;
+- finds the quiet windows itself: other processes held at most `max_contention` of the measured CPUs
+  (contracts.perf_record.others_share; a producer's flag is never read);
+- compares on quiet pairs of windows of the same cycle: thread vs proc at each world against the band,
+  and each launcher's world w vs its world 1 against the floor, by the ~95% interval of the paired
+  ratio (contracts.perf_record.paired_shift): wholly beyond the bound fails, across it is
+  inconclusive. A comparison with fewer quiet pairs than a round has is inconclusive and names the
+  contention measured: a neighbour's burst never fails correct code.
+The worlds and launchers come from the resolved params (scaling.worlds capped by the devices present,
+as the scaling stage does), not from the file. Quiet windows spread above max_spread are inconclusive
+(rerun on a quiet machine), never a pass.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from typing import Any
 
-from contracts.perf_record import band_check, judged_spread
+from contracts.perf_record import Judged, judge_measurements, judged_spread, others_share, waited_share
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, inconclusive, passed
 from gates.reading.artifacts import Artifacts
@@ -47,7 +53,7 @@ def shape_problems(s: dict[str, Any], params: Params) -> list[str]:
             out.append(f"{launcher}: world {', '.join(map(str, missing))} missing from the table")
         for w, r in by_world.items():
             out += round_problems(f"{launcher} world {w}", r, sc)
-    return out
+    return out + turn_problems(s)
 
 
 def round_problems(what: str, r: dict[str, Any], sc: dict[str, Any]) -> list[str]:
@@ -59,6 +65,31 @@ def round_problems(what: str, r: dict[str, Any], sc: dict[str, Any]) -> list[str
         ]
     if rounds > cap:
         return [f"{what}: {rounds} rounds, params.yaml scaling.max_rounds {cap}"]
+    if len(r["readings"]) != len(r["windows"]):
+        return [f"{what}: {len(r['readings'])} readings for {len(r['windows'])} windows"]
+    return []
+
+
+def turn_problems(s: dict[str, Any]) -> list[str]:
+    """The windows were taken in turn: every measurement has as many as the others, and every window
+    of cycle i began before any of cycle i + 1 (window i of each measurement is its cycle i)."""
+    starts = {
+        f"{launcher} world {w}": [x["start_s"] for x in r["readings"]]
+        for launcher, by_world in sorted(s["results"].items())
+        for w, r in sorted(by_world.items(), key=lambda kv: int(kv[0]))
+    }
+    if len({len(v) for v in starts.values()}) > 1:
+        sizes = ", ".join(f"{k} {len(v)}" for k, v in starts.items())
+        return [f"windows not taken in turn: the measurements have different numbers of readings ({sizes})"]
+    n, names = len(next(iter(starts.values()), [])), list(starts)
+    cycles = [[v[i] for v in starts.values()] for i in range(n)]  # cycles[i][j]: measurement j's window i
+    for i, (now, later) in enumerate(itertools.pairwise(cycles)):
+        if not max(now) < min(later):
+            last, first = names[now.index(max(now))], names[later.index(min(later))]
+            return [
+                f"windows not taken in turn: {first} window {i + 2} began at {min(later):.3f} s, "
+                f"before {last} window {i + 1} ({max(now):.3f} s)"
+            ]
     return []
 
 
@@ -89,39 +120,90 @@ def recompute(s: dict[str, Any]) -> tuple[Table, list[str]]:
     return table, wrong
 
 
-def floor_problems(table: Table, floors: dict[int, float]) -> list[str]:
-    """Every launcher and world whose median speedup is below its floor."""
-    problems = []
-    for launcher, by_world in table.items():
-        for w, fig in by_world.items():
-            floor = floors.get(w)
-            if floor is not None and not fig["speedup"] >= floor:
-                problems.append(
-                    f"{launcher} world {w}: speedup {fig['speedup']:.2f}x below floor {floor:.2f}x "
-                    f"({fig['tokens_per_s']:,.0f} tok/s, spread {100 * fig['spread']:.0f}%)"
-                )
-    return problems
+Key = tuple[str, int]
 
 
-def launcher_gaps(s: dict[str, Any], band: float) -> tuple[list[str], list[str], float]:
-    """(gaps surely beyond the band, gaps that may be, the worst median gap) of thread vs proc,
-    judged on the faster half of each measurement's windows (contracts.perf_record.band_check)."""
-    sure, unsure, worst = [], [], 0.0
-    results = s["results"]
-    for w in sorted(set(results.get("thread", {})) & set(results.get("proc", {})), key=int):
-        t, p = results["thread"][w]["windows"], results["proc"][w]["windows"]
-        where, change, low, high = band_check(t, p, band)
-        tm, pm = judged_spread(t)[0], judged_spread(p)[0]
-        worst = max(worst, abs(tm - pm) / max(tm, pm))
-        text = (
-            f"world {w}: thread {tm:,.0f} vs proc {pm:,.0f} tok/s, thread/proc {100 * change:+.0f}% "
-            f"(95% CI {100 * low:+.0f}% to {100 * high:+.0f}%; band {100 * band:.0f}%)"
+def measurements(s: dict[str, Any]) -> tuple[dict[Key, list[float]], dict[Key, list[dict[str, float]]]]:
+    """(windows, readings) per (launcher, world)."""
+    items = [((la, int(w)), r) for la, by_world in s["results"].items() for w, r in by_world.items()]
+    return {k: r["windows"] for k, r in items}, {k: r["readings"] for k, r in items}
+
+
+def described(j: Judged, windows: dict[Key, list[float]]) -> str:
+    """One comparison's finding, e.g. "world 1: thread 4,045 vs proc 8,779 tok/s, thread/proc -54% (95%
+    CI -60% to -51% over 10 quiet pairs; band 40%)" or "thread world 2: speedup 0.70x (...) floor 0.80x"."""
+    c = j.comparison
+    over = f"over {j.pairs} quiet pairs"
+    if c.kind == "band":
+        tm, pm = judged_spread(windows[c.a])[0], judged_spread(windows[c.b])[0]
+        return (
+            f"world {c.a[1]}: thread {tm:,.0f} vs proc {pm:,.0f} tok/s, thread/proc {100 * j.change:+.0f}% "
+            f"(95% CI {100 * j.low:+.0f}% to {100 * j.high:+.0f}% {over}; band {100 * c.bound:.0f}%)"
         )
-        if where == "beyond":
-            sure.append(f"{text}: the launchers differ")
-        elif where == "straddles":
-            unsure.append(f"{text}: may differ by more than the band")
-    return sure, unsure, worst
+    return (
+        f"{c.a[0]} world {c.a[1]}: speedup {1 + j.change:.2f}x (95% CI {1 + j.low:.2f}x to "
+        f"{1 + j.high:.2f}x {over}; floor {c.bound:.2f}x)"
+    )
+
+
+def crowded(j: Judged, windows: dict[Key, list[float]], need: int) -> str:
+    """A comparison with too few quiet pairs, e.g. "world 1 thread vs proc: 2 of 10 pairs quiet (need 5)"."""
+    c = j.comparison
+    names = f"world {c.a[1]} thread vs proc" if c.kind == "band" else f"{c.a[0]} world {c.a[1]} vs world 1"
+    return f"{names}: {j.pairs} of {len(windows[c.a])} pairs quiet (need {need})"
+
+
+SURE = {"beyond": "the launchers differ", "below": "below floor"}
+UNSURE = {"straddles": "may be beyond the bound"}
+
+
+def contention_text(s: dict[str, Any], judged: list[Judged], th: dict[str, Any]) -> str:
+    """What the windows of the contended comparisons saw: those in which other processes held more than
+    `max_contention` of the CPUs ("other processes held 72% of the 2 CPUs (median of 14 windows above
+    the 60% limit), up to 6 tasks runnable, the measured threads waited 61% of their runnable time"),
+    and the pairs whose two windows saw shares further apart than `max_contention_gap`."""
+    _, readings = measurements(s)
+    limit = float(th.get("max_contention", math.inf))
+    gap = float(th.get("max_contention_gap", math.inf))
+    contended = [j.comparison for j in judged if j.verdict == "contended"]
+    keys = sorted({k for c in contended for k in (c.a, c.b)})
+    busy = [r for k in keys for r in readings[k] if not others_share(r, s["cpus"]) <= limit]
+    said = []
+    if busy:
+        held = statistics.median(others_share(r, s["cpus"]) for r in busy)
+        waited = statistics.median(waited_share(r) for r in busy)
+        said.append(
+            f"other processes held {100 * held:.0f}% of the {s['cpus']} CPUs (median of {len(busy)} windows "
+            f"above the {100 * limit:.0f}% limit), up to {max(r['runnable'] for r in busy)} tasks runnable, "
+            f"the measured threads waited {100 * waited:.0f}% of their runnable time"
+        )
+    shares = {k: [others_share(r, s["cpus"]) for r in readings[k]] for k in keys}
+    pairs = [(x, shares[c.b][i]) for c in contended for i, x in enumerate(shares[c.a])]
+    apart = [abs(x - y) for x, y in pairs if max(x, y) <= limit and abs(x - y) > gap]
+    if apart:
+        said.append(
+            f"in {len(apart)} pairs the two windows saw other processes' shares {100 * min(apart):.0f}-"
+            f"{100 * max(apart):.0f} points apart (limit {100 * gap:.0f})"
+        )
+    return "; ".join(said) or "too few windows (none above the contention limits)"
+
+
+def verdicts(s: dict[str, Any], th: dict[str, Any], need: int) -> tuple[list[str], list[str], list[str]]:
+    """(sure failures, doubts, contended comparisons with what held the CPUs) from the raw windows."""
+    windows, readings = measurements(s)
+    judged, spreads = judge_measurements(windows, readings, s["cpus"], th, need)
+    sure = [f"{described(j, windows)}: {SURE[j.verdict]}" for j in judged if j.verdict in SURE]
+    unsure = [f"{described(j, windows)}: {UNSURE[j.verdict]}" for j in judged if j.verdict in UNSURE]
+    unsure += [
+        f"{la} world {w} spread {100 * spread:.0f}% (faster half of its quiet windows) above "
+        f"{100 * th['max_spread']:.0f}%"
+        for (la, w), spread in sorted(spreads.items())
+        if spread > th["max_spread"]
+    ]
+    contended = [crowded(j, windows, need) for j in judged if j.verdict == "contended"]
+    if contended:
+        contended.append(contention_text(s, judged, th))
+    return sure, unsure, contended
 
 
 def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
@@ -138,6 +220,10 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
     floors = {int(w): f for w, f in th["floors"].items()}
     threshold = ", ".join(f"{w}:{f:g}x" for w, f in sorted(floors.items()))
     threshold += f"; band {100 * th['band']:.0f}%; spread <= {100 * th['max_spread']:.0f}%"
+    if "max_contention" in th:
+        threshold += f"; contention <= {100 * th['max_contention']:.0f}%"
+    if "max_contention_gap" in th:
+        threshold += f", pairs within {100 * th['max_contention_gap']:.0f} points"
     table, wrong = recompute(s)
     refused = shape_problems(s, a.params) + wrong
     top = max(s["worlds"])
@@ -148,41 +234,28 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
         return failed(
             measured, threshold, "bench/scaling.json: " + "; ".join(refused) + ". Rerun: dvc repro scaling"
         )
-    rounds = rounds_text(s, a.params["scaling"])
-    noisy = [
-        f"{launcher} world {w} spread {100 * fig['spread']:.0f}% (faster half of "
-        f"{len(s['results'][launcher][str(w)]['windows'])} windows)"
-        for launcher, by_world in table.items()
-        for w, fig in by_world.items()
-        if fig["spread"] > th["max_spread"]
-    ]
-    if noisy:
-        return inconclusive(
-            measured,
-            threshold,
-            f"{', '.join(noisy)} above {100 * th['max_spread']:.0f}% after re-measuring ({rounds}): "
-            f"too noisy to judge, rerun on a quiet machine (dvc repro -f scaling)",
-        )
-    sure, unsure, worst = launcher_gaps(s, th["band"])
-    problems = floor_problems(table, floors) + sure
-    if problems:
+    sc = a.params["scaling"]
+    rounds = rounds_text(s, sc)
+    sure, unsure, contended = verdicts(s, th, sc["windows"])
+    if sure:
         return failed(
             measured,
             threshold,
-            "; ".join(problems) + ". Next: bench/scaling.png and python -m "
+            "; ".join(sure) + f" ({rounds}). Next: bench/scaling.png and python -m "
             "pipeline.scaling for the windows; where the time goes: all-reduce vs compute",
         )
-    if unsure:
+    if contended or unsure:
+        said = (["contention: " + "; ".join(contended)] if contended else []) + unsure
         return inconclusive(
             measured,
             threshold,
-            "; ".join(unsure) + f" ({rounds}): too noisy to judge, rerun on a quiet machine",
+            "; ".join(said) + f" ({rounds}): not judged, rerun on a quiet machine (dvc repro -f scaling)",
         )
     return passed(
         measured,
         threshold,
-        f"{profile} on {s['device']}: worlds {s['worlds']} recomputed from the windows, floors met, "
-        f"launchers within {100 * worst:.0f}%; {rounds}",
+        f"{profile} on {s['device']}: worlds {s['worlds']} recomputed from the windows, floors met and "
+        f"launchers within the band on quiet pairs of windows taken in turn; {rounds}",
     )
 
 

@@ -2,24 +2,22 @@
 
     python -m pipeline.scaling [--out bench]      # its command line; worlds and launchers from params.yaml `scaling:`
 
-Each launcher runs in fresh processes (thread: one `python -m pipeline.scaling rank thread` for
-all worlds in turn; proc: a real torchrun per world), trains the params' model for warm-up + windows x window_steps steps
-through the shared train step, and reports the median tokens/s of the windows with their spread
-((max - min) / median). Worlds above the devices present (GPUs on cuda, cores on cpu) are
-dropped and recorded as such. Writes bench/scaling.json and bench/scaling.png.
+Every launcher at every world runs in its own fresh process (thread: `python -m pipeline.scaling rank
+thread --worlds W`; proc: a real torchrun of W workers), all at once; each trains the params' model
+through the shared train step, warms up, and then times windows of window_steps steps when the
+stage's conductor says so, one measurement at a time, in turn (xtrain/bench/conductor.py), with
+what else ran on the machine read around every window (xtrain/bench/contention.py). Reports the
+median tokens/s of the faster half of the windows with their spread ((max - min) / median); the
+record keeps every window and its readings for the gate. Worlds above the devices present (GPUs on
+cuda, cores on cpu) are dropped and recorded as such. Writes bench/scaling.json and bench/scaling.png.
 """
 
 from __future__ import annotations
 
-import collections
-import functools
 import io
-import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,56 +25,46 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import moved
-from contracts.perf_record import judged_spread
+from contracts.perf_record import PASSING, judge_measurements, judged_spread, others_share
 from params.config import LaunchConfig, RunConfig, ScalingConfig
-from xtrain.bench.remeasure import Remeasure
+from xtrain.bench.conductor import Conductor, Start, Taken, say
+from xtrain.bench.contention import Probe
+from xtrain.bench.remeasure import Remeasure, remeasure
 
-FORMAT = "xtrain-scaling/1"
-
-
-def rank0_decides(comm: Any) -> Callable[[bool], bool]:
-    """Every rank takes rank 0's decision, so all run the same steps: a one-element sum in which only
-    rank 0's vote counts (the all-reduce every step already makes, on every launcher and device)."""
-    import torch
-
-    def agree(go: bool) -> bool:
-        flag = torch.tensor([1.0 if go and comm.rank == 0 else 0.0], device=comm.device)
-        comm.all_reduce_sum_([flag])
-        return bool(flag.item() > 0.5)
-
-    return agree
+FORMAT = "xtrain-scaling/2"
 
 
 def slowed(step: Callable[[], Any], device: Any, launcher: str) -> Callable[[], Any]:
-    """The step, twice as long where the failpoint XTRAIN_FAULT=slow_<launcher> is armed (it sleeps as
-    long as it ran): the injected launcher slowdown the scaling gate must fail (pipeline/busy_scaling.py)."""
+    """The step, `factor` times as long where the failpoint XTRAIN_FAULT=slow_<launcher>[:factor] is armed
+    (it sleeps factor - 1 times as long as it ran; 2 when no factor is given): the planted launcher
+    slowdown the scaling gate must fail (pipeline/busy_scaling.py --fault)."""
     import time
 
     from xtrain.bench.step_profile import sync_device
     from xtrain.core import failpoints
 
-    if not failpoints.slows(launcher):
+    factor = failpoints.slow_factor(launcher)
+    if factor == 1.0:
         return step
 
     def run() -> Any:
         t0 = time.perf_counter()
         out = step()
         sync_device(device)
-        time.sleep(time.perf_counter() - t0)
+        time.sleep((factor - 1) * (time.perf_counter() - t0))
         return out
 
     return run
 
 
-def rank_body(
-    spec: Any, comm: Any, sc: ScalingConfig, policy: Remeasure, profile_steps: int = 0
-) -> dict[str, Any]:
+def rank_body(spec: Any, comm: Any, sc: ScalingConfig, address: str) -> None:
     """Timed training on one rank: the harness's train step on the real data, no eval or checkpoints.
-    After the warm-up, rounds of sc.windows windows until the measurement settles (xtrain.bench.remeasure).
-    With profile_steps, that many more steps follow the windows; rank 0 profiles them (step_profile)."""
+    After the warm-up the rank connects to the stage's conductor (xtrain/bench/conductor.py) and
+    times a window of sc.window_steps steps each time it is told to (all ranks are told together),
+    or profiles steps (rank 0 under torch.profiler: step_profile), until it is told to stop."""
     import dataclasses
 
-    from xtrain.bench.remeasure import remeasure
+    from xtrain.bench.conductor import commands, connect
     from xtrain.bench.step_profile import profile_step, run_steps
     from xtrain.bench.throughput import harness_step, time_window
     from xtrain.core.data import TokenData
@@ -98,78 +86,34 @@ def rank_body(
     tokens = t.global_batch * t.seq_len
     for _ in range(sc.warmup_steps):
         step()
-
-    taken: list[float] = []
-
-    def one_round() -> list[float]:
-        windows = [time_window(step, sc.window_steps, tokens, comm.device) for _ in range(sc.windows)]
-        taken.extend(windows)
-        if comm.rank == 0:  # a re-measuring stage says so while it runs
-            rate, spread = judged_spread(taken)
-            print(
-                f"scaling: {spec.launcher} world {comm.world} round {len(taken) // sc.windows}: "
-                f"{rate:,.0f} tokens/s, faster half spread {100 * spread:.0f}%",
-                file=sys.stderr,
-                flush=True,
-            )
-        return windows
-
-    rounds = remeasure(one_round, policy, agree=rank0_decides(comm))
-    profile = None
-    if profile_steps and comm.rank == 0:
-        profile = profile_step(step, comm.device, profile_steps)
-    elif profile_steps:
-        run_steps(step, comm.device, profile_steps)
-    return {"rounds": rounds, "profile": profile}
-
-
-def measure_one(
-    command: Callable[[Path], list[str]], what: str, env: dict[str, str] | None = None
-) -> dict[int, dict[str, Any]]:
-    """Run one measured process (`command(result)`) fresh; returns rank 0's rank_body result per world."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "windows.json"
-        proc = subprocess.Popen(
-            command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-        )
-        tail: collections.deque[str] = collections.deque(maxlen=100)
-        for line in proc.stderr or ():
-            tail.append(line)
-            if line.startswith("scaling: "):  # the rounds, as they are taken
-                print(line, end="", file=sys.stderr, flush=True)
-        if proc.wait() != 0:
-            raise RuntimeError(f"scaling {what} failed:\n{''.join(tail)[-3000:]}")
-        return {int(w): measured for w, measured in json.loads(out.read_text()).items()}
+    channel = connect(address, spec.launcher, comm.world, comm.rank, os.getpid())
+    try:
+        for command in commands(channel):
+            if command["do"] == "window":
+                channel.send({"rate": time_window(step, sc.window_steps, tokens, comm.device)})
+            elif comm.rank == 0:  # "profile"
+                channel.send({"profile": profile_step(step, comm.device, int(command["steps"]))})
+            else:
+                run_steps(step, comm.device, int(command["steps"]))
+                channel.send({"profile": None})
+    finally:
+        channel.close()
 
 
 def measure_rank(
-    spec: Any,
-    launcher: str,
-    worlds: list[int],
-    launch: LaunchConfig,
-    sc: ScalingConfig,
-    policy: Remeasure,
-    result: str | Path,
-    profile_steps: int = 0,
+    spec: Any, launcher: str, world: int, launch: LaunchConfig, sc: ScalingConfig, address: str
 ) -> None:
-    """One measured process; rank 0 writes {world: rank_body's result (windows, profile or None)}. The thread launcher measures every
-    world in turn in this one process (a process start and CUDA/NCCL set-up cost ~15 s on an H200
-    runner, more than a measurement); a torchrun worker measures its own world."""
-    from contracts.fileio import atomic_write_json
+    """One measured process: the thread launcher's `world` ranks as threads of this process, or this
+    torchrun worker; each rank answers the conductor at `address` (rank_body)."""
     from xtrain.core.launch import run_proc_rank, run_threads
 
-    def body(spec: Any, comm: Any) -> dict[str, Any]:
-        return rank_body(spec, comm, sc, policy, profile_steps)
+    def body(spec: Any, comm: Any) -> None:
+        rank_body(spec, comm, sc, address)
 
     if launcher == "thread":
-        atomic_write_json(
-            result, {str(w): run_threads(spec, w, launch.timeout_s, target=body)[0] for w in worlds}
-        )
-        return
-    (world,) = worlds
-    measured = run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
-    if int(os.environ["RANK"]) == 0:
-        atomic_write_json(result, {str(world): measured})
+        run_threads(spec, world, launch.timeout_s, target=body)
+    else:
+        run_proc_rank(spec, launch.timeout_s, launch.grad_sync, target=body)
 
 
 def devices_available(device: str) -> int:
@@ -186,13 +130,14 @@ def cuda_name() -> str:
     return torch.cuda.get_device_name(0)
 
 
-def summarise(rounds: dict[str, dict[int, list[list[float]]]]) -> dict[str, dict[str, Any]]:
-    """Per launcher and world: every window of every round, and the figures of their faster half
-    (contracts.perf_record.judged_spread), which is what the scaling gate recomputes."""
+def summarise(taken: Taken, rounds: int) -> dict[str, dict[str, Any]]:
+    """Per launcher and world: every window in the order taken with its contention readings, and the
+    figures of the faster half of the windows (contracts.perf_record.judged_spread), which the
+    scaling gate recomputes (its verdicts use only the quiet windows: docs/scaling.md)."""
     out: dict[str, dict[str, Any]] = {}
-    for launcher, by_world in rounds.items():
-        windows = {w: [r for one in by_world[w] for r in one] for w in sorted(by_world)}
-        judged = {w: judged_spread(rates) for w, rates in windows.items()}
+    for launcher in sorted({la for la, _ in taken.windows}):
+        worlds = sorted(w for la, w in taken.windows if la == launcher)
+        judged = {w: judged_spread(taken.windows[(launcher, w)]) for w in worlds}
         base = judged[min(judged)][0] if judged else None
         out[launcher] = {}
         for w, (rate, spread) in judged.items():
@@ -202,8 +147,9 @@ def summarise(rounds: dict[str, dict[int, list[list[float]]]]) -> dict[str, dict
                 "speedup": speedup,
                 "efficiency": speedup / w,
                 "spread": spread,
-                "rounds": len(by_world[w]),
-                "windows": windows[w],
+                "rounds": rounds,
+                "windows": taken.windows[(launcher, w)],
+                "readings": taken.readings[(launcher, w)],
             }
     return out
 
@@ -258,14 +204,13 @@ def print_table(result: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Measured:
-    """What measure_worlds found: devices present, the worlds run, each launcher's rounds of window
-    rates per world, and (with --profile) rank 0's step profile per launcher and world."""
+    """What measure_worlds found: devices present, the worlds run, the CPUs the measurements could
+    use, and what the conductor took (windows, readings, rounds, rank 0's step profiles)."""
 
     present: int
     worlds: list[int]
-    rounds: dict[str, dict[int, list[list[float]]]]
-    profiles: dict[str, dict[int, Any]]
-    env: dict[str, str] | None = None  # of every measured process (measured_env)
+    cpus: int
+    taken: Taken
 
 
 def measured_env(device: str) -> dict[str, str]:
@@ -279,97 +224,66 @@ def measured_env(device: str) -> dict[str, str]:
     return env
 
 
-Command = Callable[[str, list[int], int, Path], list[str]]  # launcher, worlds, max rounds, result
-
-
-def measure_group(
-    command: Command, launcher: str, group: list[int], max_rounds: int, measured: Measured
-) -> None:
-    """One fresh measured process for `launcher` at the worlds in `group`, taking at most
-    `max_rounds` rounds per world; its rounds are appended to those of earlier processes."""
-    what = f"{launcher} world {','.join(map(str, group))}"
-    for w, got in measure_one(
-        functools.partial(command, launcher, group, max_rounds), what, measured.env
-    ).items():
-        measured.rounds[launcher].setdefault(w, []).extend(got["rounds"])
-        measured.profiles[launcher][w] = got["profile"]
+def doubts(taken: Taken, cpus: int, bounds: dict[str, Any], need: int) -> list[str]:
+    """What the gate would not pass yet, judged as it judges (contracts.perf_record.judge_measurements):
+    a comparison with too few quiet pairs, an interval that straddles or crosses its bound (a
+    slowdown is measured again before it is believed), a measurement whose quiet windows spread
+    more than max_spread. Nothing without the gate's bounds ({}: no re-measuring)."""
+    if not bounds:
+        return []
+    judged, spreads = judge_measurements(taken.windows, taken.readings, cpus, bounds, need)
+    out = [f"{j.comparison.kind} {j.comparison.a} vs {j.comparison.b}: {j.verdict}" for j in judged
+           if j.verdict not in PASSING]  # fmt: skip
+    limit = float(bounds.get("max_spread", math.inf))
+    return out + [f"{la} world {w}: spread {s:.0%}" for (la, w), s in sorted(spreads.items()) if s > limit]
 
 
 def measure_worlds(
     sc: ScalingConfig,
     device: str,
-    command: Command,
+    command: Start,
     policy: Remeasure,
     bounds: dict[str, Any] | None = None,
+    profile_steps: int = 0,
+    probe: Any = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Measured:
-    """Every launcher at every world present, measured by fresh processes `command(launcher, worlds,
-    max_rounds, result)`: one per launcher for threads, one per world for torchrun. Each process
-    re-measures its own noisy windows (policy); then what the gate would not pass (bounds: its
-    `band` and `floors`) is measured again by fresh processes (repeat_doubtful)."""
+    """Every launcher at every world present, each measured by its own fresh process (`command(key,
+    address)`), all at once, their windows taken in turn (xtrain/bench/conductor.py). Rounds of
+    sc.windows windows each follow while the gate would not pass them (doubts; policy caps)."""
     present = devices_available(device)
     worlds = [w for w in sc.worlds if w <= present]
-    measured = Measured(
-        present,
-        worlds,
-        {la: {} for la in sc.launchers},
-        {la: {} for la in sc.launchers},
-        measured_env(device),
-    )
-    for launcher in sc.launchers:
-        for group in [worlds] if launcher == "thread" else [[w] for w in worlds]:
-            measure_group(command, launcher, group, policy.max_rounds, measured)
-    repeat_doubtful(command, measured, policy, bounds or {})
-    for launcher, by_world in measured.rounds.items():
-        for w, rounds in sorted(by_world.items()):
-            rate = judged_spread(flat(rounds))[0]
-            print(
-                f"scaling: {launcher} world {w}: {rate:,.0f} tokens/s ({len(rounds)} rounds)",
-                file=sys.stderr,
-                flush=True,
-            )
-    return measured
+    probe = probe or Probe()
+    keys = [(la, w) for w in worlds for la in sc.launchers]
+    conductor = Conductor(keys, command, measured_env(device), probe, clock)
+    with conductor.running():
+        taken = conductor.taken
+
+        def take_round() -> None:
+            conductor.round(sc.windows)
+            report_round(taken, len(probe.cpus), bounds or {})
+
+        def doubtful() -> bool:
+            return bool(doubts(taken, len(probe.cpus), bounds or {}, sc.windows))
+
+        remeasure(take_round, doubtful, policy, clock)
+        if profile_steps:
+            conductor.profile(profile_steps)
+    return Measured(present, worlds, len(probe.cpus), taken)
 
 
-def flat(rounds: list[list[float]]) -> list[float]:
-    return [r for one in rounds for r in one]
-
-
-def doubtful(measured: Measured, bounds: dict[str, Any]) -> set[tuple[str, int]]:
-    """The (launcher, world) measurements behind a verdict other than pass: a thread/proc interval
-    not within the band, a speedup below its floor (both of its worlds), a faster half too spread."""
-    from contracts.perf_record import band_check
-
-    rounds, out = measured.rounds, set()
-    judged = {la: {w: judged_spread(flat(r)) for w, r in by_w.items()} for la, by_w in rounds.items()}
-    for la, by_world in judged.items():
-        out |= {
-            (la, w) for w, (_, spread) in by_world.items() if not spread <= bounds.get("max_spread", math.inf)
-        }
-        base = by_world[1][0] if 1 in by_world else math.nan
-        for w, (rate, _) in by_world.items() if 1 in by_world else ():
-            if not rate / base >= float(bounds.get("floors", {}).get(str(w), 0.0)):
-                out |= {(la, 1), (la, w)}
-    if "band" in bounds and {"thread", "proc"} <= set(rounds):
-        for w in set(rounds["thread"]) & set(rounds["proc"]):
-            if band_check(flat(rounds["thread"][w]), flat(rounds["proc"][w]), bounds["band"])[0] != "within":
-                out |= {("thread", w), ("proc", w)}
-    return out
-
-
-def repeat_doubtful(command: Command, measured: Measured, policy: Remeasure, bounds: dict[str, Any]) -> None:
-    """Measure again, in fresh processes, what would not pass yet: a slow or noisy process (another
-    job on the machine) is repeated rather than judged, while a real slowdown stays slow in every
-    repeat and still fails. Stops when all pass, when a doubtful measurement has max_rounds, or when
-    another pass of repeats (as long as the last) would end past policy.time_cap_s."""
-    start, last = time.monotonic(), 0.0
-    while todo := sorted(doubtful(measured, bounds)):
-        left = {(la, w): policy.max_rounds - len(measured.rounds[la][w]) for la, w in todo}
-        if min(left.values()) < 1 or time.monotonic() - start + last > policy.time_cap_s:
-            return
-        t0 = time.monotonic()
-        for la, w in todo:
-            measure_group(command, la, [w], left[(la, w)], measured)
-        last = time.monotonic() - t0
+def report_round(taken: Taken, cpus: int, bounds: dict[str, Any]) -> None:
+    """One line per measurement after each round: its figures and what else held the CPUs."""
+    limit = float(bounds.get("max_contention", math.inf))
+    for (la, w), rates in sorted(taken.windows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rate, spread = judged_spread(rates)
+        shares = [others_share(r, cpus) for r in taken.readings[(la, w)]]
+        quiet = sum(s <= limit for s in shares)
+        say(
+            f"scaling: round {taken.rounds}: {la} world {w} {rate:,.0f} tokens/s, faster half spread "
+            f"{100 * spread:.0f}%; others held {100 * statistics.median(shares):.0f}% of {cpus} CPUs "
+            f"(median), {quiet} of {len(shares)} windows quiet"
+        )
 
 
 def scaling_record(
@@ -395,7 +309,8 @@ def scaling_record(
         "grad_sync": launch.grad_sync,
         "worlds_requested": sc.worlds,
         "worlds": worlds,
-        "results": summarise(measured.rounds),
+        "cpus": measured.cpus,
+        "results": summarise(measured.taken, measured.taken.rounds),
     }
 
 
@@ -421,8 +336,7 @@ def write_profiles(record: dict[str, Any], measured: Measured, path: Path) -> No
 
     rows = [
         (f"{launcher} world {w}", {"timed_step_ms": timed_step_ms(launcher, w), **p})
-        for launcher, by_world in sorted(measured.profiles.items())
-        for w, p in sorted(by_world.items())
+        for (launcher, w), p in sorted(measured.taken.profiles.items())
         if p is not None
     ]
     atomic_write_json(

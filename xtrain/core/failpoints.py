@@ -8,8 +8,9 @@ import; the trainer asks once per run (`step_failpoint`), so an unarmed step pay
 
     XTRAIN_FAULT=<kind>@<rank|*>:<step>   raise (the rank raises), hang (it stops answering
                                           collectives), nan (its loss becomes NaN), at that step;
-                                          slow_thread | slow_proc: that launcher's timed scaling-benchmark
-                                          steps take twice as long (xtrain.bench.scaling.slowed)
+                                          slow_thread | slow_proc[:F]: that launcher's timed scaling-benchmark
+                                          steps take F times as long (default 2; xtrain.bench.scaling.slowed),
+                                          e.g. slow_proc:1.5@*:0
     XTRAIN_FAULT_IN=<name>                raise/hang/nan only in runs whose folder has a path component
                                           <name>: one pilot cell (runs/pilot/<cell>/<launcher>)
     XTRAIN_PERF_FAULT=sleep_ms=N,hold_mb=M   every step sleeps N ms inside the timed window; every rank
@@ -40,6 +41,7 @@ class Fault:
     kind: str
     rank: int  # EVERY_RANK for `*`
     step: int
+    factor: float = 2.0  # slow_*: how many times as long a timed step takes
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,19 @@ def parse(text: str | None) -> Fault | None:
         return None
     try:
         kind, where = text.split("@")
+        kind, _, factor = kind.partition(":")
         rank, step = where.split(":")
-        fault = Fault(kind, EVERY_RANK if rank == "*" else int(rank), int(step))
+        fault = Fault(kind, EVERY_RANK if rank == "*" else int(rank), int(step), float(factor or 2.0))
     except ValueError:
-        raise ValueError(f"XTRAIN_FAULT={text!r}: expected KIND@RANK:STEP, e.g. raise@1:3") from None
+        raise ValueError(
+            f"XTRAIN_FAULT={text!r}: expected KIND[:FACTOR]@RANK:STEP, e.g. raise@1:3 or slow_proc:1.5@*:0"
+        ) from None
     if fault.kind not in KINDS:
         raise ValueError(f"XTRAIN_FAULT={text!r}: kind must be one of {', '.join(KINDS)}")
+    if factor and (fault.kind not in SLOW_KINDS or not 1.0 <= fault.factor <= 100.0):
+        raise ValueError(
+            f"XTRAIN_FAULT={text!r}: a factor is for {' and '.join(SLOW_KINDS)} only, from 1 to 100"
+        )
     return fault
 
 
@@ -112,9 +121,10 @@ def _act(fault: Fault | None, sleep_s: float, step: int) -> bool:
     return True  # nan
 
 
-def slows(launcher: str) -> bool:
-    """Whether `launcher`'s timed benchmark steps are slowed twofold (XTRAIN_FAULT=slow_<launcher>@...)."""
-    return _FAULT is not None and _FAULT.kind == f"slow_{launcher}"
+def slow_factor(launcher: str) -> float:
+    """How many times as long `launcher`'s timed benchmark steps take (XTRAIN_FAULT=slow_<launcher>[:F]@...);
+    1.0 when nothing is armed."""
+    return _FAULT.factor if _FAULT is not None and _FAULT.kind == f"slow_{launcher}" else 1.0
 
 
 def hold(device: Any) -> Any:
