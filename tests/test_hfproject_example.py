@@ -40,7 +40,7 @@ def test_the_example_params_are_its_own() -> None:
     assert set(raw) == {"seed", "data", "tokenizer", "qwen3", "trainer", "torchrun", "reload", "gates"}
     params = load_judging(EXAMPLE / "params.yaml")
     assert not params.describes_runs  # runs are judged from their records
-    assert set(raw["gates"]) == {"loss_match", "cross_rank"}
+    assert set(raw["gates"]) == {"scope", "loss_match", "cross_rank"}
     assert params.thresholds["loss_match"] == raw["gates"]["loss_match"]  # its own, as written
     harness = load_params(HARNESS_PARAMS).thresholds
     assert params.thresholds["fresh_train"] == harness["fresh_train"]  # the rest: the harness's
@@ -104,25 +104,18 @@ def test_our_data_stages_read_only_their_sections_of_a_project_file(tmp_path: Pa
 
 
 def test_the_example_dvc_yaml_deps_are_its_commands_import_closures() -> None:
-    import test_dvc_deps as deps  # its closure(), with runrecord (the example's trainer imports it)
+    """The example declares its stages (params.yaml gates.scope) and each declares every file its command
+    imports: our corpus and tokenizer stages (../../), train.py through runrecord, hfconfig.py through
+    contracts (gates/reading/scope.py, the computation tests/test_dvc_deps.py holds our dvc.yaml to)."""
+    from gates.reading.dvcyaml import pipeline_stages
+    from gates.reading.scope import Sources, declared_stages, scope_problems
 
-    packages = deps.PACKAGES
-    deps.PACKAGES = (*packages, "runrecord")
-    try:
-        want = {m: {f"../../{p}" for p in deps.closure(m)} for m in ("pipeline.corpus", "pipeline.tokenizer")}
-        want["runrecord.hf"] = {f"../../{p}" for p in deps.closure("runrecord.hf")}
-    finally:
-        deps.PACKAGES = packages
-    stages = yaml.safe_load((EXAMPLE / "dvc.yaml").read_text())["stages"]
-    project = lambda ds: {d for d in ds if d.startswith("../../")}  # noqa: E731
-    assert project(stages["corpus"]["deps"]) == want["pipeline.corpus"]
-    assert project(stages["tokenizer"]["deps"]) == want["pipeline.tokenizer"]
-    for body in (stages["train_single"], stages["train"]["do"]):  # train.py imports runrecord.hf
-        assert project(body["deps"]) == want["runrecord.hf"] and {"train.py", "hfconfig.py"} <= set(
-            body["deps"]
-        )
-    for name in ("md5", "reload"):
-        assert "hfconfig.py" in stages[name]["deps"]  # both read params.yaml through it
+    declared = declared_stages(load_judging(EXAMPLE / "params.yaml").thresholds)
+    assert declared == ["corpus", "tokenizer", "train_single", "train@proc", "md5", "reload"]
+    definitions = pipeline_stages(EXAMPLE)
+    assert scope_problems(definitions, declared, Sources(EXAMPLE)) == []
+    train = Sources(EXAMPLE).required(definitions["train_single"].cmd)
+    assert {"train.py", "hfconfig.py", "../../runrecord/hf.py", "../../contracts/yamlfile.py"} <= set(train)
 
 
 def _git(root: Path, *args: str) -> None:

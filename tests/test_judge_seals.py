@@ -187,11 +187,21 @@ def sealed_tree(root: Path) -> DvcLock:
 def test_the_seals_gate_passes_counting_every_file(tmp_path: Path) -> None:
     o = seals(Artifacts(tmp_path, sealed_tree(tmp_path)))
     assert (o.status, o.measured, o.threshold) == ("pass", 3, "every file equal to dvc.lock")
-    assert o.message == "3 files of 1 stages equal dvc.lock"
+    assert o.message == (
+        "3 files of 1 stages equal dvc.lock; scope not declared (gates.scope.stages): judged the stages "
+        "dvc.yaml defines"
+    )
 
 
-def test_no_stage_is_a_skip(tmp_path: Path) -> None:
+def test_no_stage_is_an_error_and_a_stage_outside_the_selection_a_skip(tmp_path: Path) -> None:
+    """An empty pipeline judges nothing (issue #51: `stages: {}` passed with every gate skipped)."""
     o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {}, set(), {})))
+    assert (o.status, o.measured, o.threshold) == (
+        "error", 1, "dvc.yaml defines every stage and dep the verdict needs"
+    )  # fmt: skip
+    assert o.message.startswith("dvc.yaml defines no stage: the pipeline is empty and nothing would be judged")
+    lk = sealed_tree(tmp_path)
+    o = seals(Artifacts(tmp_path, lk, scope=["elsewhere"]))  # --only a gate whose stage this project lacks
     assert (o.status, o.measured, o.threshold) == ("skip", None, "every file equal to dvc.lock")
     assert o.message == "no stage in dvc.yaml or dvc.lock"
 
@@ -234,7 +244,7 @@ def test_changed_files_are_named_eight_at_most(tmp_path: Path) -> None:
         "changed since dvc repro wrote it (dvc repro the stage, or restore it)"
     )
     outs = [{"path": f"x{i}.txt", "md5": "m"} for i in range(10)]
-    lk = DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {})
+    lk = DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {}, defined({"make": {"outs": outs}}))
     o = seals(Artifacts(tmp_path, lk))
     assert o.measured == 10
     assert o.message == (
@@ -262,7 +272,7 @@ def test_every_sealed_file_is_hashed_once_and_kept_for_the_gates(tmp_path: Path,
 
 def test_entries_without_path_or_md5_are_sealed_as_empty(tmp_path: Path) -> None:
     stages = {"a": {"outs": [{"md5": "m1"}]}, "b": {"deps": [{"md5": "x"}], "outs": [{"path": "o.txt"}]}}
-    lk = lock(tmp_path, stages)
+    lk = lock(tmp_path, stages, definitions={"a": StageDef(None), "b": StageDef(None)})
     assert upstream(lk, {"b"}) == {"a", "b"}  # a dep without a path is held to the out without one
     assert sealed_paths(lk, ["a", "b"]) == [("", "m1"), ("o.txt", "")]
     (tmp_path / "o.txt").write_text("o")
@@ -284,7 +294,7 @@ def test_only_folder_deps_no_stage_makes_are_sealed_paths() -> None:
 
 def test_exactly_eight_problems_are_all_named(tmp_path: Path) -> None:
     outs = [{"path": f"x{i}.txt", "md5": "m"} for i in range(8)]
-    o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {})))
+    o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {}, {"make": StageDef(None)})))
     assert o.measured == 8 and "more)" not in o.message
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({f"k{i}": 0 for i in range(8)}))
     st = {"s": {"params": {"params.yaml": {f"k{i}": 1 for i in range(8)}}}}
