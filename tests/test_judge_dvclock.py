@@ -62,21 +62,37 @@ def test_dir_listing_through_a_lock_hashes_each_file_once(tmp_path: Path) -> Non
     assert lock.md5("d/a.txt") == "cached" and dir_listing(d, lock)[0]["md5"] == "cached"
 
 
+RULE = "(rule: DVC's schema of this file; dvc status refuses it too)"
+
+
 def test_stages_of_reads_a_lock_file_and_refuses_anything_else() -> None:
+    """DVC's lock file schema (gates/reading/dvcschema.py), one line naming DVC's reason: issue #51's
+    `probes: deps: x` gave an AttributeError traceback and exit 1."""
     text = "schema: '2.0'\nstages:\n  a: {cmd: x}\n"
     assert _stages_of(load_pipeline_text(text, "f"), "f") == {"a": {"cmd": "x"}}
-    assert _stages_of(None) == {} and _stages_of({}) == {} and _stages_of({"stages": None}) == {}
-    assert _stages_of({"stages": {"a": {}}}) == {"a": {}}  # no schema key: DVC's own default, 2.0
-    for data in ([1], "x", {"schema": "1.0"}, {"schema": 2.0}, {"stages": {}, "other": 1}):
+    assert _stages_of({"schema": "2.0"}) == {} and _stages_of({"schema": "2.0", "stages": {}}) == {}
+    for data, reason in (
+        (None, "required key not provided, in schema"),  # an empty file
+        ({"stages": {"a": {"cmd": "x"}}}, "required key not provided, in schema"),
+        ([1], "expected a dictionary"),
+        ("x", "expected a dictionary"),
+        ({"schema": "1.0"}, "invalid schema version, in schema"),
+        ({"schema": 2.0}, "invalid schema version, in schema"),
+        ({"schema": "2.0", "other": 1}, "extra keys not allowed, in other"),
+        ({"schema": "2.0", "stages": None}, "expected a dictionary, in stages"),
+        ({"schema": "2.0", "stages": [1]}, "expected a dictionary, in stages"),
+        ({"schema": "2.0", "stages": {"a": None}}, "expected a dictionary, in stages -> a"),
+        ({"schema": "2.0", "stages": {"a": {"cmd": "x"}, "b": 3}}, "expected a dictionary, in stages -> b"),
+        ({"schema": "2.0", "stages": {"a": {}}}, "required key not provided, in stages -> a -> cmd"),
+        ({"schema": "2.0", "stages": {"probes": {"cmd": "x", "deps": "x"}}}, "expected a list, in stages -> probes -> deps"),
+        ({"schema": "2.0", "stages": {"a": {"cmd": "x", "outs": [{"md5": "mm1"}]}}},
+         "required key not provided, in stages -> a -> outs -> 0 -> path"),
+    ):  # fmt: skip
         with pytest.raises(LockError) as e:
             _stages_of(data, "where/dvc.lock")
-        assert str(e.value) == "where/dvc.lock: not a DVC lock file (schema '2.0' and its stages)"
-    for data in ({"stages": [1]}, {"stages": {"a": None}}, {"stages": {"a": {}, "b": 3}}):
-        with pytest.raises(LockError) as e:
-            _stages_of(data, "where/dvc.lock")
-        assert str(e.value) == "where/dvc.lock: stages: not a mapping of stage entries"
-    with pytest.raises(LockError, match=r"^dvc.lock: stages: "):
-        _stages_of({"stages": 3})
+        assert str(e.value) == f"where/dvc.lock: {reason} {RULE}"
+    with pytest.raises(LockError, match=r"^dvc.lock: expected a dictionary, in stages "):
+        _stages_of({"schema": "2.0", "stages": 3})
 
 
 DVC_YAML = """
@@ -119,7 +135,7 @@ def test_pipeline_stages_expands_foreach_and_lists_every_out(tmp_path: Path) -> 
     (tmp_path / "dvc.yaml").write_text(DVC_YAML + "  odd: 3\n")
     with pytest.raises(DvcYamlError) as e:
         pipeline_stages(tmp_path)
-    assert str(e.value) == f"{tmp_path / 'dvc.yaml'}: stage odd: not a mapping"
+    assert str(e.value) == f"{tmp_path / 'dvc.yaml'}: expected a dictionary, in stages -> odd {RULE}"
 
 
 def test_pipeline_stages_needs_a_readable_dvc_yaml(tmp_path: Path) -> None:
@@ -132,14 +148,15 @@ def test_pipeline_stages_needs_a_readable_dvc_yaml(tmp_path: Path) -> None:
         pipeline_stages(tmp_path)
     path.write_text("")
     assert pipeline_stages(tmp_path) == {}
-    path.write_text("- a\n")  # a list is no pipeline (before the merge: read as one without stages)
-    with pytest.raises(DvcYamlError, match=rf"^{path}: not a DVC pipeline \(a mapping of artifacts, "):
+    path.write_text("- a\n")  # a list is no pipeline: DVC's schema refuses it
+    with pytest.raises(DvcYamlError) as e:
         pipeline_stages(tmp_path)
+    assert str(e.value) == f"{path}: expected a dictionary {RULE}"
     path.write_text("stages: {}\n")  # DvcLock.read turns each into a LockError (exit 2)
-    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     assert DvcLock.read(tmp_path).pipeline == {}
     path.write_text("- a\n")
-    with pytest.raises(LockError, match=rf"^{path}: not a DVC pipeline"):
+    with pytest.raises(LockError, match=rf"^{path}: expected a dictionary"):
         DvcLock.read(tmp_path)
 
 
@@ -188,7 +205,7 @@ def test_pipeline_out_and_out_find_the_out_holding_a_path() -> None:
 
 
 def test_changed_says_why_a_file_out_differs(tmp_path: Path) -> None:
-    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "md5": A_MD5}]}})
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "hash": "md5", "md5": A_MD5}]}})
     assert lock.changed("f.txt", A_MD5) is None
     assert lock.changed("f.txt", B_MD5) == f"f.txt: md5 {B_MD5}, dvc.lock recorded {A_MD5}"
     assert lock.changed("other.txt", B_MD5) is None  # not an out: nothing recorded to differ from
@@ -228,7 +245,7 @@ def test_read_needs_dvc_lock_and_reads_all_three_sources(tmp_path: Path) -> None
     assert DvcLock.read(tmp_path).committed == set()  # no HEAD yet
     subprocess.run([*git, "add", "dvc.lock"], check=True)
     subprocess.run([*git, "commit", "-qm", "lock"], check=True)
-    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     lock = DvcLock.read(tmp_path)
     assert (lock.root, lock.stages, lock.committed) == (tmp_path, {}, {"train"})
     assert lock.pipeline == outs_of(tmp_path) and lock.removed("train")
@@ -245,13 +262,13 @@ def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Pa
     assert _committed_stages(tmp_path) == set()
     sub = tmp_path / "project"
     sub.mkdir()
-    (sub / "dvc.lock").write_text("stages:\n  inner: {}\n")
+    (sub / "dvc.lock").write_text("schema: '2.0'\nstages:\n  inner: {cmd: x}\n")
     subprocess.run([*git, "add", "project/dvc.lock"], check=True)
     subprocess.run([*git, "commit", "-qm", "sub"], check=True)
     assert _committed_stages(sub) == {"inner"}  # ./dvc.lock beside dvc.yaml, not the repository root's
     for text, what in (
-        (b"stages:\n  a: {cmd: '\xff'}\n", "not UTF-8 (text=True raised UnicodeDecodeError)"),
-        (b"stages:\n  a: &a {cmd: x}\n  b: *a\n", "an alias, refused as in the working dvc.lock"),
+        (b"schema: '2.0'\nstages:\n  a: {cmd: '\xff'}\n", "not UTF-8 (text=True raised UnicodeDecodeError)"),
+        (b"schema: '2.0'\nstages:\n  a: &a {cmd: x}\n  b: *a\n", "an alias, refused as in the working dvc.lock"),
         (b"- 1\n", "no lock file"),
     ):
         (sub / "dvc.lock").write_bytes(text)
@@ -282,7 +299,7 @@ def test_read_names_the_missing_or_broken_lock(tmp_path: Path) -> None:
     (tmp_path / "dvc.lock").write_text("- 1\n")
     with pytest.raises(LockError) as e:
         DvcLock.read(tmp_path)
-    assert str(e.value) == f"{tmp_path / 'dvc.lock'}: not a DVC lock file (schema '2.0' and its stages)"
+    assert str(e.value) == f"{tmp_path / 'dvc.lock'}: expected a dictionary {RULE}"
 
 
 def test_outs_ending_in_a_slash_or_an_x_and_entries_without_path_or_md5() -> None:

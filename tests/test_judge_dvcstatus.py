@@ -137,10 +137,19 @@ def test_params_files_are_read_as_dvc_reads_them_once(tmp_path: Path) -> None:
     assert files("p.yml") == {"a": 1} and files("p.json") == {"b": [1, 2]}
     (tmp_path / "params.yaml").write_text("lr: 2\n")
     assert files("params.yaml")["lr"] == 1e-06 and set(files.cache) == {"params.yaml", "p.yml", "p.json"}
-    (tmp_path / "p.toml").write_text("a = 1\n")
+    (tmp_path / "p.toml").write_text("a = 1\r\n[t]\nb = 'two'\n")  # issue #51: refused, DVC reads it
+    (tmp_path / "p.py").write_text("A = 1\nT = (2, 4)\n")
+    (tmp_path / "p.txt").write_text("a: 1\n")  # any other suffix: YAML, as DVC's LOADERS
+    (tmp_path / "e.json").write_text("null")  # DVC: json.loads(text) or {}
+    assert files("p.toml") == {"a": 1, "t": {"b": "two"}} and files("p.py") == {"A": 1, "T": (2, 4)}
+    assert files("p.txt") == {"a": 1} and files("e.json") == {}
+    (tmp_path / "bad.toml").write_text("a = \n")
     with pytest.raises(ValidationError) as e:
-        files("p.toml")
-    assert str(e.value) == f"{tmp_path / 'p.toml'}: a params file the gates read only as YAML or JSON"
+        files("bad.toml")
+    assert str(e.value).startswith(f"{tmp_path / 'bad.toml'}: DVC cannot read it: ")
+    (tmp_path / "bad.py").write_text("A = (\n")
+    with pytest.raises(ValidationError, match=r"bad\.py: DVC cannot read it: "):
+        files("bad.py")
 
 
 def test_key_change_of_each_state() -> None:
