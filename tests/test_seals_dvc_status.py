@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contracts.validate import ValidationError
@@ -499,7 +499,12 @@ ISSUE_51 = {  # issue #51's staleness cases, each a form where the gates and `dv
 }
 
 
-@examples(ci=25, nightly=100)
+# on demand, the full run (docs/verdicts.md): DVC_STATUS_EDITS=500 DVC_STATUS_RECORD=summary.json
+EDIT_COUNT = os.environ.get("DVC_STATUS_EDITS")
+SAMPLE = examples(ci=25, nightly=100)
+
+
+@(settings(SAMPLE, max_examples=int(EDIT_COUNT)) if EDIT_COUNT else SAMPLE)
 @given(edits=EDITS)
 @example(edits=[("nothing", 0)])
 @example(edits=ISSUE_CASES["code dep entries deleted, then the code edited"])
