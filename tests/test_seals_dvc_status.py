@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 from contracts.validate import ValidationError
 from gates.__main__ import main as gates_main
-from gates.reading import dvcstatus
+from gates.reading import dvcstatus, dvcyaml
+from gates.reading.dvcignore import IgnoreFilter
 from gates.reading.dvclock import DvcLock, LockError
 from hypothesis_profiles import examples
 
@@ -228,6 +229,11 @@ def gates_say(root: Path) -> tuple[set[str], set[str]]:
         return stale, {s for s, changes in dvcstatus.frozen(lock, stages).items() if changes}
     except (LockError, ValidationError) as e:
         return {REFUSED}, {str(e)}
+
+
+def agree(ours: tuple[set[str], set[str]], theirs: tuple[set[str], set[str]]) -> bool:
+    """The same stale stages and frozen stages changed, or both refuse the project."""
+    return ours[0] == theirs[0] and (REFUSED in ours[0] or ours[1] == theirs[1])
 
 
 def seals_exit(root: Path) -> int:
@@ -525,7 +531,7 @@ def compare(project: Path, edits: list[tuple[str, int]]) -> None:
         theirs, thawed = dvc_says(root)
         ours, frozen = gates_say(root)
         RUNS["edits"] += 1
-        same = ours == theirs and (REFUSED in ours or frozen == thawed)
+        same = agree((ours, frozen), (theirs, thawed))
         RUNS["mismatches"] += not same
         assert same, (edits, ours, theirs, frozen, thawed)
         RUNS["refused"] += REFUSED in ours
@@ -560,6 +566,43 @@ def test_negative_control_an_absent_entry_read_as_no_constraint_disagrees(
             root = Path(shutil.copytree(project, Path(tmp) / "p", symlinks=True))
             apply(root, edits)
             assert gates_say(root)[0] != dvc_says(root)[0]
+
+
+def old_md5(self: DvcLock, rel: str, legacy: bool = False) -> str:
+    return OLD_MD5(self, rel)  # every entry hashed raw: a DVC 2 entry's CRLF file looks changed
+
+
+def old_listing(self: IgnoreFilter, folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file())
+
+
+def old_parsed(path: Path, suffix: str) -> None:
+    raise ValidationError(str(path), "", "a params file the gates read only as YAML or JSON")
+
+
+OLD_MD5 = DvcLock.md5
+OLD_RULES = {  # the rule as it was on main 52a4e5f, re-planted: (what it replaces, the old one, a case)
+    "raw md5 for a DVC 2 entry": (DvcLock, "md5", old_md5, ISSUE_51["a CRLF dep with a DVC 2 entry"]),
+    "no ignore rules": (IgnoreFilter, "files", old_listing, ISSUE_51[".git inside an out"]),
+    "str() names foreach keys": (dvcyaml, "to_str", lambda v, config: str(v), ISSUE_51["foreach [true, false] named x@true"]),
+    "no DVC schema": (dvcyaml, "check", lambda *a: None, ISSUE_51["cache: 'no' (refused)"]),
+    "YAML or JSON params only": (dvcstatus, "dvc_parsed", old_parsed, ISSUE_51["params from a .toml file"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", sorted(OLD_RULES))
+def test_negative_control_each_old_rule_replanted_disagrees_with_dvc(
+    project: Path, monkeypatch: pytest.MonkeyPatch, rule: str
+) -> None:
+    """Each new rule is what makes its case agree: with the old one back, the comparison fails."""
+    owner, name, old, edits = OLD_RULES[rule]
+    with tempfile.TemporaryDirectory(prefix="dvcstatus-") as tmp:
+        root = Path(shutil.copytree(project, Path(tmp) / "p", symlinks=True))
+        apply(root, edits)
+        theirs = dvc_says(root)
+        assert agree(gates_say(root), theirs)  # the rule as it is now
+        monkeypatch.setattr(owner, name, old)
+        assert not agree(gates_say(root), theirs), rule
 
 
 INTERPOLATED = """vars:
