@@ -7,6 +7,7 @@ these, so each is pinned here in-process, torch- and DVC-free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -14,8 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contracts.validate import ValidationError
 from contracts.yamlfile import load_pipeline_text
 from gates.reading.dvclock import (
+    CHUNK,
     DvcLock,
     LockError,
     _committed_stages,
@@ -23,6 +26,8 @@ from gates.reading.dvclock import (
     cache_dir,
     dir_listing,
     dir_md5,
+    istext,
+    md5_dos2unix,
 )
 from gates.reading.dvcyaml import DvcYamlError, pipeline_stages
 
@@ -268,7 +273,10 @@ def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Pa
     assert _committed_stages(sub) == {"inner"}  # ./dvc.lock beside dvc.yaml, not the repository root's
     for text, what in (
         (b"schema: '2.0'\nstages:\n  a: {cmd: '\xff'}\n", "not UTF-8 (text=True raised UnicodeDecodeError)"),
-        (b"schema: '2.0'\nstages:\n  a: &a {cmd: x}\n  b: *a\n", "an alias, refused as in the working dvc.lock"),
+        (
+            b"schema: '2.0'\nstages:\n  a: &a {cmd: x}\n  b: *a\n",
+            "an alias, refused as in the working dvc.lock",
+        ),
         (b"- 1\n", "no lock file"),
     ):
         (sub / "dvc.lock").write_bytes(text)
@@ -327,3 +335,88 @@ def test_a_folder_listing_hashes_through_the_locks_cache(tmp_path: Path) -> None
     lock = lock_of(tmp_path, {})
     assert lock.listing("d") == dir_listing(tmp_path / "d")
     assert lock._md5 == {"d/a.txt": A_MD5, "d/sub/b.txt": B_MD5} and lock.listing("d") is lock.listing("d")
+
+
+# -- issue #51: DVC's ignore rules and DVC 2's hashes ---------------------------------------------------------
+
+CRLF = b"a\r\nb\r\n"  # md5-dos2unix: the md5 of b"a\nb\n"
+AB_MD5 = hashlib.md5(b"a\nb\n").hexdigest()
+
+
+def test_istext_as_dvc_datas_istextblock() -> None:
+    assert istext(b"") and istext(b"plain text\r\n") and istext(b"\xff" * 3 + b"a" * 7)
+    assert not istext(b"a\x00b") and not istext(b"\xff" * 4 + b"a" * 6)
+    assert istext(b"\x01" * 30 + b"a" * 70) and not istext(b"\x01" * 31 + b"a" * 69)
+
+
+def test_md5_dos2unix_turns_crlf_into_lf_in_text_chunks_only(tmp_path: Path) -> None:
+    (tmp_path / "t").write_bytes(CRLF)
+    (tmp_path / "b").write_bytes(b"\x00" + CRLF)
+    (tmp_path / "e").write_bytes(b"")
+    assert md5_dos2unix(tmp_path / "t") == AB_MD5
+    assert md5_dos2unix(tmp_path / "b") == hashlib.md5(b"\x00" + CRLF).hexdigest()
+    assert md5_dos2unix(tmp_path / "e") == hashlib.md5(b"").hexdigest()
+    big = b"a\r\n" * (CHUNK // 3) + b"x" * (CHUNK % 3) + b"\x00\r\n"  # the second chunk is binary
+    (tmp_path / "big").write_bytes(big)
+    first, second = big[:CHUNK], big[CHUNK:]
+    want = hashlib.md5(first.replace(b"\r\n", b"\n") + second).hexdigest()
+    assert md5_dos2unix(tmp_path / "big") == want
+
+
+def test_a_dvc2_entry_is_hashed_as_dvc2_did(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_bytes(CRLF)
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "md5": AB_MD5}]}})  # no `hash: md5`
+    assert lock.legacy("f.txt") and lock.md5("f.txt", legacy=True) == AB_MD5
+    assert lock.md5("f.txt") == hashlib.md5(CRLF).hexdigest() and lock._legacy == {"f.txt": AB_MD5}
+    assert lock.changed("f.txt", "anything") is None  # the recorded md5 is the dos2unix one
+    three = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "hash": "md5", "md5": AB_MD5}]}})
+    assert not three.legacy("f.txt") and three.changed("f.txt", three.md5("f.txt")) == (
+        f"f.txt: md5 {hashlib.md5(CRLF).hexdigest()}, dvc.lock recorded {AB_MD5}"
+    )
+    assert not three.legacy("other.txt") and lock.out_entry("other") is None
+    assert lock.out_entry("f.txt") == {"path": "f.txt", "md5": AB_MD5}
+
+
+def test_a_dvc2_folder_is_listed_with_dvc2_hashes(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "t").write_bytes(CRLF)
+    now = dir_md5([{"md5": AB_MD5, "relpath": "t"}])
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "d", "md5": now}]}})
+    assert lock.listing("d", legacy=True) == [{"md5": AB_MD5, "relpath": "t"}]
+    assert lock.folder_changes("d", now) == [] and lock.changed("d/t", "x") is None
+    assert lock.listing("d") == [{"md5": hashlib.md5(CRLF).hexdigest(), "relpath": "t"}]
+    assert set(lock._dirs) == {("d", True), ("d", False)}
+
+
+def test_a_folder_is_listed_through_dvcs_ignore_rules(tmp_path: Path) -> None:
+    d = folder(tmp_path)
+    (d / ".git").write_text("x\n")
+    (d / "j.tmp").write_text("x\n")
+    (tmp_path / ".dvcignore").write_text("*.tmp\n")
+    lock = DvcLock(tmp_path, {})
+    assert lock.ignore is lock.ignore and lock.ignore.root == str(tmp_path.resolve())
+    assert dir_listing(d, lock) == [
+        {"md5": A_MD5, "relpath": "a.txt"},
+        {"md5": B_MD5, "relpath": "sub/b.txt"},
+    ]
+    assert len(dir_listing(d)) == 4  # without a lock: every file (a plain listing)
+    (d / "sub" / ".dvcignore").write_text("b.txt\n")
+    with pytest.raises(ValidationError) as e:
+        DvcLock(tmp_path, {}).listing("d")
+    assert str(e.value) == (
+        f"d: .dvcignore file should not be in collected dir path: '{d.resolve()}/sub' (rule: DVC refuses to "
+        "hash such a folder)"
+    )
+
+
+def test_an_out_dvcignore_hides_is_refused_as_dvc_refuses_it(tmp_path: Path) -> None:
+    (tmp_path / "dvc.yaml").write_text("stages:\n  s:\n    cmd: x\n    outs: [out/a.txt, out/b.txt]\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    assert DvcLock.read(tmp_path).pipeline == {"s": ["out/a.txt", "out/b.txt"]}
+    (tmp_path / ".dvcignore").write_text("out/b.txt\n")
+    with pytest.raises(LockError) as e:
+        DvcLock.read(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path / 'dvc.yaml'}: stage s: out out/b.txt is ignored by .dvcignore (rule: DVC refuses an out "
+        "its ignore rules hide; dvc status refuses it too)"
+    )

@@ -134,8 +134,10 @@ def commands(cmd: Any) -> list[list[str]]:
     would split its words; a cmd shlex cannot split names no command."""
     out: list[list[str]] = []
     for text in cmd if isinstance(cmd, list) else [cmd]:
+        lexer = shlex.shlex(str(text), posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True  # `a&&b` and `f;` split at the operator, as a shell does
         try:
-            words = shlex.split(str(text))
+            words = list(lexer)
         except ValueError:
             continue
         for is_op, group in itertools.groupby(words, lambda w: w in SHELL_OPS):
@@ -193,7 +195,7 @@ class Sources:
         return found if found and found.name else None
 
     def package_of(self, path: Path) -> str:
-        top = self.harness if self.harness in path.parents else self.root
+        top = self.root if self.root in path.parents else self.harness
         return ".".join(path.relative_to(top).with_suffix("").parts[:-1])
 
     def names(self, path: Path) -> set[str]:
