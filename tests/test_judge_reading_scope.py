@@ -10,6 +10,7 @@ source trees written here (a harness of two packages and a project beside or ins
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,13 @@ from gates.reading.scope import (
     artifact_schema,
     children,
     commands,
+    committed_stages,
     covered,
     declared_stages,
     from_module,
     imported_names,
     parents,
+    required_stages,
     scope_problems,
 )
 
@@ -283,3 +286,36 @@ def test_scope_problems_of_an_empty_an_incomplete_and_a_complete_pipeline(harnes
         "stage echo: its cmd 'echo hi' runs no Python module or script of this project"
     ]
     assert scope_problems(shell, [], s) == []
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                   capture_output=True)  # fmt: skip
+
+
+def test_the_committed_declaration_outside_git_of_a_file_elsewhere_or_unreadable(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    write(root, {"params.yaml": "gates:\n  scope:\n    stages: [a, b]\n"})
+    assert committed_stages(root, str(root / "params.yaml")) == []  # outside git
+    git(root, "init", "-q")
+    assert committed_stages(root, str(root / "params.yaml")) == []  # no HEAD
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "x")
+    assert committed_stages(root, str(root / "params.yaml")) == ["a", "b"]
+    assert committed_stages(root, str(tmp_path / "elsewhere.yaml")) == []
+    for text in ("gates: [\n", "- 1\n", "gates: 3\n", "gates: {scope: 3}\n", "gates:\n  scope:\n    stages: [[1]]\n",
+                 "x: 1\n", "gates:\n  scope:\n    stages: [a, 7]\n"):  # fmt: skip
+        (root / "params.yaml").write_text(text)
+        git(root, "commit", "-qam", text)
+        assert committed_stages(root, str(root / "params.yaml")) == (["a", "7"] if "7" in text else []), text
+
+
+def test_required_stages_are_the_working_and_the_committed_declarations(tmp_path: Path, monkeypatch) -> None:
+    from gates.reading import scope
+
+    monkeypatch.setattr(scope, "committed_stages", lambda root, params: [])
+    assert required_stages({}, tmp_path, "p") is None
+    assert required_stages({"scope": {"stages": ["a"]}}, tmp_path, "p") == ["a"]
+    monkeypatch.setattr(scope, "committed_stages", lambda root, params: ["b", "a"])
+    assert required_stages({}, tmp_path, "p") == ["b", "a"]
+    assert required_stages({"scope": {"stages": ["a", "c"]}}, tmp_path, "p") == ["a", "c", "b"]

@@ -481,3 +481,20 @@ def test_the_gate_takes_the_declared_scope_from_its_thresholds(tmp_path: Path) -
     assert GATE.run(a, {}).message.endswith(
         "; scope not declared (gates.scope.stages): judged the stages dvc.yaml defines"
     )
+
+
+def test_the_gate_holds_a_project_in_git_to_the_committed_declaration(tmp_path: Path) -> None:
+    import subprocess
+
+    from gates.judges.seals import GATE
+    from params.config import Params
+
+    lk = scoped_tree(tmp_path)
+    (tmp_path / "params.yaml").write_text("gates:\n  scope:\n    stages: [make, gone]\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "params.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    a = Artifacts(tmp_path, lk, Params(raw={"gates": {}}, source=str(tmp_path / "params.yaml")))
+    o = GATE.run(a, {})  # nothing declared in the working file: HEAD's declaration holds
+    assert o.status == "error" and o.message.startswith("stage gone (gates.scope.stages) is not in dvc.yaml")

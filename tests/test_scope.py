@@ -216,3 +216,22 @@ def test_our_pipeline_without_optim_py_in_train_single_is_named() -> None:
     assert "stage pilot (gates.scope.stages) is not in dvc.yaml" in scope_problems(
         definitions, declared, Sources(REPO)
     )
+
+
+def test_a_declaration_deleted_from_the_working_params_is_still_held_in_git(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a stage deleted from the working dvc.lock (git HEAD's has it): the declaration cannot be edited
+    away either; a reviewed commit can change it."""
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "declared"], check=True)
+    (project / "params.yaml").write_text("gates: {}\n")
+    set_stage(project, "make", deps=["mypkg/__init__.py", "mypkg/make.py"])
+    dvc(project, "commit", "-f", "-q")
+    code, message, _ = check(project, capsys)
+    assert code == 2 and message.startswith("stage make: dvc.yaml lacks deps its command imports: mypkg/util.py")
+    subprocess.run([*git, "commit", "-qam", "undeclared, reviewed"], check=True)
+    code, message, _ = check(project, capsys)
+    assert code == 0 and "scope not declared" in message

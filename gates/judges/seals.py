@@ -21,7 +21,7 @@ from gates.judges.outcome import Outcome, passed
 from gates.reading import dvcstatus
 from gates.reading.artifacts import Artifacts
 from gates.reading.dvclock import DvcLock, dir_md5
-from gates.reading.scope import DECLARED, Sources, declared_stages, scope_problems
+from gates.reading.scope import DECLARED, Sources, declared_stages, required_stages, scope_problems
 from registry.store import FileCheck
 
 MAX_NAMED = 8  # files named in the message; the count says how many more
@@ -246,7 +246,9 @@ GATE = Gate(
     checks="dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
     "and every folder dep such as registry/models, equals its dvc.lock md5",
     threshold=lambda t: "every file equal to dvc.lock",
-    run=lambda a, t: seals(a, declared_stages(t)),
+    run=lambda a, t: seals(
+        a, required_stages(t, a.root, a.params.source) if a.params else declared_stages(t)
+    ),
     why="a gate reads some files of some outs: a tampered checkpoint, csv, report or token file would "
     "otherwise pass unseen, and a deleted dvc.lock (or entry) would switch every artifact check off",
     investigate="the message names each file and both md5s; dvc status says which stage is stale; "

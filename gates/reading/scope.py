@@ -31,9 +31,13 @@ import os
 import posixpath
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from contracts.validate import ValidationError
+from contracts.yamlfile import decoded, load_pipeline_text
 
 HARNESS = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "params", "xtrain", "gates", "registry", "pipeline", "runrecord")
@@ -251,6 +255,39 @@ def declared_stages(thresholds: dict[str, Any] | None) -> list[str] | None:
     """The stages a project declares its verdict needs (params `gates.scope.stages`), or None."""
     scope = (thresholds or {}).get("scope")
     return list(scope["stages"]) if isinstance(scope, dict) and "stages" in scope else None
+
+
+def committed_stages(root: Path, params: str) -> list[str]:
+    """The stages the params file at git HEAD declares ([] outside git, for a file outside the project or
+    one HEAD cannot read): a declaration deleted from the working file must not turn the check off, as
+    a stage deleted from the working dvc.lock does not (gates/reading/dvclock.py)."""
+    rel = os.path.relpath(Path(params).resolve(), root.resolve())  # `params` as the check names it
+    if rel.startswith(".."):
+        return []
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "show", f"HEAD:./{Path(rel).as_posix()}"],
+            capture_output=True,
+            timeout=5,  # pragma: no mutate -- equivalent: only bounds a git that hangs
+        )
+        data = (
+            load_pipeline_text(decoded(out.stdout, params), params, aliases=False)
+            if out.returncode == 0
+            else {}
+        )
+    except (OSError, subprocess.TimeoutExpired, ValidationError):
+        return []
+    gates = data.get("gates") if isinstance(data, dict) else None
+    stages = declared_stages(gates if isinstance(gates, dict) else None) or []
+    return [str(s) for s in stages] if all(isinstance(s, (str, int)) for s in stages) else []
+
+
+def required_stages(thresholds: dict[str, Any] | None, root: Path, params: str) -> list[str] | None:
+    """The working declaration with every stage git HEAD's declares (None: neither declares one)."""
+    working, head = declared_stages(thresholds), committed_stages(root, params)
+    if working is None and not head:
+        return None
+    return list(dict.fromkeys([*(working or []), *head]))
 
 
 def scope_problems(definitions: dict[str, Any], declared: list[str] | None, sources: Sources) -> list[str]:
