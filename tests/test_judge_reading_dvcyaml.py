@@ -58,12 +58,15 @@ def test_plain_drops_keys_that_are_not_strings_as_dvcs_ctxdict() -> None:
     assert plain([1, 2.5, "s", b"b"], "p") == [1, 2.5, "s", b"b"] and plain(None, "p") is None
 
 
-def test_plain_refuses_a_value_dvc_cannot_hold_naming_where() -> None:
-    import datetime
-
-    assert refusal(plain, {"a": [1, {"d": datetime.date(2026, 1, 1)}]}, "params.yaml") == (
-        "Unsupported value of type 'date' in 'params.yaml.a.1.d'"
+def test_plain_refuses_a_value_dvc_cannot_hold_naming_where_as_dvc() -> None:
+    assert refusal(plain, {"a": [1, {"d": DATE}]}, "params.yaml") == (
+        "Unsupported value of type 'date' in 'params.yaml:a.1.d'"
     )
+    assert refusal(plain, [DATE], "vars[0]") == "Unsupported value of type 'date' in 'vars[0]:0'"
+    assert refusal(plain, DATE, "<local>", "item") == "Unsupported value of type 'date' in '<local>:item'"
+
+
+DATE = __import__("datetime").date(2026, 1, 1)  # YAML reads 2026-01-01 as a date, for DVC as for the gates
 
 
 @pytest.mark.parametrize(
@@ -138,7 +141,12 @@ def test_checked_lets_through_what_dvc_does(value: Any, key: str | None) -> None
 
 @pytest.mark.parametrize(
     ("value", "key", "kind"),
-    [([1], "cmd", "list"), ({"a": 1}, "outs", "dict"), ([1], "deps", "list"), (Node({"a": 1}), "params", "dict")],
+    [
+        ([1], "cmd", "list"),
+        ({"a": 1}, "outs", "dict"),
+        ([1], "deps", "list"),
+        (Node({"a": 1}), "params", "dict"),
+    ],
 )
 def test_checked_refuses_a_collection_outside_foreach(value: Any, key: str, kind: str) -> None:
     assert refusal(checked, value, key) == f"Cannot interpolate data of type '{kind}'"
@@ -189,6 +197,23 @@ def test_a_dict_is_written_into_a_cmd_and_refused_elsewhere() -> None:
     )
 
 
+def test_resolve_hands_key_config_and_nodes_to_every_string_it_walks() -> None:
+    """A mapping's keys and values and a list's items are resolved as their stage key says (DVC's
+    validate_value), with .dvc/config's `[parsing]` and, in a foreach, DVC's nodes."""
+    ctx = {"d": {"on": False}, "l": [1]}
+    off = {"bool": "boolean_optional"}
+    for value in ({"x ${d}": 1}, {"k": "x ${d}"}, ["x ${d}"], "x ${d}"):
+        assert "Cannot interpolate data of type 'dict'" in refusal(resolve, value, ctx, "outs", {})
+        assert "--no-on" in str(resolve(value, ctx, "cmd", off))
+    for value in ({"k": "${l}"}, ["${l}"], "${l}"):
+        assert "Cannot interpolate data of type 'list'" in refusal(resolve, value, ctx, "outs", {})
+    for value in ({"k": "${l}"}, ["${l}"]):
+        inner = resolve(value, ctx, None, {}, nodes=True)
+        assert isinstance((inner["k"] if isinstance(inner, dict) else inner[0]), Node)
+    keys = resolve({"${d.on}": 1}, ctx, None, {}, nodes=True)
+    assert [type(k) for k in keys] == [Node] and next(iter(keys)).value is False
+
+
 def test_resolve_walks_mappings_keys_and_lists() -> None:
     value = {"${name}": ["${a.b}", "k${name}", 1, None], "k": {"deep": "${f}"}, 3: True}
     assert resolve(value, CTX, "outs", {}) == {"tiny": [3, "ktiny", 1, None], "k": {"deep": 0.5}, 3: True}
@@ -230,6 +255,15 @@ def test_stage_def_reads_every_key_dvc_status_looks_at() -> None:
     )
     assert d.out_paths == ["o", "m", "p"]
     assert stage_def({"cmd": ["a", "b"]}) == StageDef(["a", "b"])
+
+
+def test_resolved_judges_each_key_as_its_own() -> None:
+    assert "Cannot interpolate data of type 'list'" in refusal(
+        resolved, {"cmd": "x", "outs": ["${a.c}"]}, CTX, {}, "w"
+    )
+    assert resolved({"cmd": "${a}"}, CTX, {}, "w") == StageDef(
+        {"b": 3, "c": [10, 20]}
+    )  # a dict: a cmd's only
 
 
 def test_resolved_names_the_stage_and_dvcs_refusal() -> None:
@@ -294,6 +328,23 @@ def test_a_foreach_from_the_context_names_items_as_dvcs_value_nodes() -> None:
     assert resolve_str("${a.c}", CTX, None, {}, False) == [10, 20]  # no key: DVC's foreach data
 
 
+def test_expand_names_where_and_uses_dvc_configs_parsing() -> None:
+    assert refusal(expand, "s", {"cmd": "${nope}"}, CTX, {}, "p/dvc.yaml") == (
+        "p/dvc.yaml: stage s: Could not find 'nope' (DVC refuses it)"
+    )
+    ctx = {"d": {"on": False}}
+    off = {"bool": "boolean_optional"}
+    named = {"foreach": ["x ${d}"], "do": {"cmd": "c"}}  # the foreach data's own strings
+    assert list(expand("f", named, ctx, off, "dvc.yaml")) == ["f@x --no-on"]
+    assert list(expand("f", named, ctx, {}, "dvc.yaml")) == ["f@x "]  # store_true: False writes nothing
+    do = {"foreach": ["a"], "do": {"cmd": "x ${d}"}}
+    assert expand("f", do, ctx, off, "dvc.yaml") == {"f@a": StageDef("x --no-on")}
+    dated = {"foreach": [DATE], "do": {"cmd": "c"}}
+    assert refusal(expand, "f", dated, CTX, {}, "dvc.yaml") == (
+        "Unsupported value of type 'date' in '<local>:item'"
+    )
+
+
 def test_a_foreach_item_is_held_as_dvc_holds_it() -> None:
     body = {"foreach": [{"n": 1, 2: "x"}], "do": {"cmd": "${item.n}", "desc": "n ${item.n}"}}
     assert expand("s", body, CTX, {}, "dvc.yaml") == {"s@0": StageDef(1)}  # a whole string keeps its type
@@ -331,17 +382,20 @@ def test_forms_the_gates_do_not_model_are_refused_by_name(body: dict) -> None:
 def test_merge_adds_and_refuses_a_redefinition_naming_both_sources() -> None:
     ctx: dict = {}
     sources: dict = {}
-    merge(ctx, {"net": {"dim": 1}, "seed": 2}, "params.yaml", "", sources)
-    merge(ctx, {"net": {"lr": 3}, "x": 1}, "vars[0]", "", sources)
+    merge(ctx, {"net": {"dim": 1}, "seed": 2}, "params.yaml", sources)
+    merge(ctx, {"net": {"lr": 3}, "x": 1}, "vars[0]", sources)
     assert ctx == {"net": {"dim": 1, "lr": 3}, "seed": 2, "x": 1}
     assert sources == {"net": "params.yaml", "seed": "params.yaml", "net.lr": "vars[0]", "x": "vars[0]"}
-    assert refusal(merge, ctx, {"seed": 5}, "vars[1]", "", sources) == (
+    assert refusal(merge, ctx, {"net": {"dim": 5}}, "vars[1]", sources) == (  # defined below a mapping
+        "cannot redefine 'net.dim' from 'vars[1]' as it already exists in 'params.yaml'"
+    )
+    assert refusal(merge, ctx, {"seed": 5}, "vars[1]", sources) == (
         "cannot redefine 'seed' from 'vars[1]' as it already exists in 'params.yaml'"
     )
-    assert refusal(merge, ctx, {"net": {"lr": {"a": 1}}}, "vars[1]", "", sources) == (
+    assert refusal(merge, ctx, {"net": {"lr": {"a": 1}}}, "vars[1]", sources) == (
         "cannot redefine 'net.lr' from 'vars[1]' as it already exists in 'vars[0]'"  # the nearest source
     )
-    assert refusal(merge, ctx, {"net": 1}, "vars[2]", "", sources) == (
+    assert refusal(merge, ctx, {"net": 1}, "vars[2]", sources) == (
         "cannot redefine 'net' from 'vars[2]' as it already exists in 'params.yaml'"
     )
 
@@ -358,6 +412,12 @@ def test_the_context_is_params_yaml_and_the_inline_vars(tmp_path: Path) -> None:
     )
     assert refusal(context, tmp_path, {"vars": ["other.yaml"]}, "dvc.yaml") == (
         "dvc.yaml: vars: 'other.yaml': a vars file is a form the gates do not model"
+    )
+    (tmp_path / "params.yaml").write_text("d: 2026-01-01\n")  # DVC's context refuses a date
+    assert refusal(context, tmp_path, {}, "dvc.yaml") == "Unsupported value of type 'date' in 'params.yaml:d'"
+    (tmp_path / "params.yaml").write_text("seed: 1\n")
+    assert refusal(context, tmp_path, {"vars": [{"e": [DATE]}]}, "dvc.yaml") == (
+        "dvc.yaml: vars: Unsupported value of type 'date' in 'vars[0]:e.0' (DVC refuses it)"
     )
     (tmp_path / "params.yaml").write_text("- 1\n")
     assert refusal(context, tmp_path, {}, "dvc.yaml") == (
@@ -425,6 +485,9 @@ def test_pipeline_stages_refuses_a_missing_unreadable_or_dvc_refused_file(tmp_pa
     assert refusal(pipeline_stages, tmp_path) == (
         f"{path}: vars: cannot redefine 'a' from 'vars[0]' as it already exists in 'params.yaml' (DVC refuses it)"
     )
+    (tmp_path / "params.yaml").write_text("a: 1\n")
+    path.write_text("stages:\n  d: {cmd: '${nope}'}\n")
+    assert refusal(pipeline_stages, tmp_path) == f"{path}: stage d: Could not find 'nope' (DVC refuses it)"
     (tmp_path / "params.yaml").write_text("a: [\n")  # DVC reads params.yaml whenever it exists
     assert refusal(pipeline_stages, tmp_path).startswith(
         f"{tmp_path / 'params.yaml'}: line 2: not valid YAML"

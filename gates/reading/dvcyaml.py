@@ -73,15 +73,18 @@ class Node:
         self.value = value
 
 
-def plain(value: Any, where: str) -> Any:
-    """`value` as DVC's context holds it: mappings without their non-string keys (CtxDict drops them)."""
+def plain(value: Any, source: str, path: str = "") -> Any:
+    """`value` as DVC's context holds it: mappings without their non-string keys (CtxDict drops them);
+    a value DVC's context cannot hold (a date) is refused as DVC refuses it, naming `source:path`."""
     if isinstance(value, dict):
-        return {k: plain(v, f"{where}.{k}") for k, v in value.items() if isinstance(k, str)}
+        return {
+            k: plain(v, source, f"{path}.{k}" if path else k) for k, v in value.items() if isinstance(k, str)
+        }
     if isinstance(value, list):
-        return [plain(v, f"{where}.{i}") for i, v in enumerate(value)]
+        return [plain(v, source, f"{path}.{i}" if path else str(i)) for i, v in enumerate(value)]
     if value is None or isinstance(value, PRIMITIVES):
         return value
-    raise DvcYamlError(f"Unsupported value of type '{type(value).__name__}' in '{where}'")
+    raise DvcYamlError(f"Unsupported value of type '{type(value).__name__}' in '{source}:{path}'")
 
 
 def select(ctx: dict[str, Any], expr: str) -> Any:
@@ -210,7 +213,9 @@ def resolved(body: dict[str, Any], ctx: dict[str, Any], config: dict[str, str], 
 
 def foreach_keys(each: Any, config: dict[str, str]) -> list[tuple[str, Any]]:
     """(key, item) of a resolved foreach, as DVC's ForeachDefinition.normalized_iterable names them."""
+    # pragma: no mutate start -- equivalent: config shapes only a dict, and a foreach key is never one
     name = lambda v: str(v.value) if isinstance(v, Node) else to_str(v, config)  # noqa: E731
+    # pragma: no mutate end
     if isinstance(each, dict):
         return [(name(k), v) for k, v in each.items()]
     if any(isinstance(v.value if isinstance(v, Node) else v, (dict, list)) for v in each):
@@ -239,7 +244,7 @@ def expand(
         raise DvcYamlError(f"{where}: foreach: {e} (DVC refuses it)") from None
     stages = {}
     for key, item in items:
-        one = {**ctx, "item": plain(item.value if isinstance(item, Node) else item, "item")}
+        one = {**ctx, "item": plain(item.value if isinstance(item, Node) else item, "<local>", "item")}
         if isinstance(each, dict):
             one["key"] = key
         stages[f"{name}@{key}"] = resolved(body["do"], one, config, f"{where}@{key}")
@@ -247,15 +252,17 @@ def expand(
 
 
 def merge(
-    into: dict[str, Any], update: dict[str, Any], source: str, path: str, sources: dict[str, str]
+    into: dict[str, Any], update: dict[str, Any], source: str, sources: dict[str, str], path: str = ""
 ) -> None:
     """DVC's context merge without overwriting: a key both define (not both mappings) is refused."""
     for key, value in update.items():
         dotted = f"{path}.{key}" if path else key
         if isinstance(into.get(key), dict) and isinstance(value, dict):
-            merge(into[key], value, source, dotted, sources)
+            merge(into[key], value, source, sources, dotted)
         elif key in into:
-            before = sources[max((p for p in sources if dotted == p or dotted.startswith(p + ".")), key=len)]
+            ancestors = [p for p in sources if dotted == p or dotted.startswith(p + ".")]
+            # the nearest source defined it: each ancestor is a prefix of the next (the longest is the greatest)
+            before = sources[max(ancestors, key=len)]  # pragma: no mutate -- equivalent: see the line above
             raise DvcYamlError(
                 f"cannot redefine '{dotted}' from '{source}' as it already exists in '{before}'"
             )
@@ -275,12 +282,12 @@ def context(root: Path, data: dict[str, Any], source: str) -> dict[str, Any]:
             raise DvcYamlError(
                 f"{source}: vars: expected a dictionary, got '{type(loaded).__name__}' in file '{DEFAULT_PARAMS}'"
             )
-        merge(ctx, plain(loaded, DEFAULT_PARAMS), DEFAULT_PARAMS, "", sources)
+        merge(ctx, plain(loaded, DEFAULT_PARAMS), DEFAULT_PARAMS, sources)
     for index, entry in enumerate(data.get("vars") or []):
         if not isinstance(entry, dict):
             raise DvcYamlError(f"{source}: vars: {entry!r}: a vars file is a form the gates do not model")
         try:
-            merge(ctx, plain(entry, f"vars[{index}]"), f"vars[{index}]", "", sources)
+            merge(ctx, plain(entry, f"vars[{index}]"), f"vars[{index}]", sources)
         except DvcYamlError as e:
             raise DvcYamlError(f"{source}: vars: {e} (DVC refuses it)") from None
     return ctx
