@@ -126,9 +126,9 @@ def test_a_subdirectory_project_reads_its_own_committed_lock(tmp_path: Path) -> 
     """HEAD:dvc.lock names the repository root's lock: its stages looked 'removed' from the example's."""
     sub = tmp_path / "examples" / "hf"
     sub.mkdir(parents=True)
-    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@thread: {}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@thread: {cmd: x}\n")
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    (sub / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@proc: {}\n")
+    (sub / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@proc: {cmd: x}\n")
     (sub / "dvc.yaml").write_text("stages: {}\n")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")
