@@ -254,8 +254,10 @@ def seals_picture(a: Artifacts, t: Thresholds) -> Picture:
 
 GATE = Gate(
     id="seals",
-    checks="dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
-    "and every folder dep such as registry/models, equals its dvc.lock md5",
+    checks="dvc.yaml defines every stage the params declare (gates.scope), each with every file its command "
+    "imports; dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
+    "and every folder dep such as registry/models, equals its dvc.lock md5; no stage is stale as dvc "
+    "status says, and no frozen stage's deps changed",
     threshold=lambda t: "every file equal to dvc.lock",
     run=lambda a, t: seals(
         a, required_stages(t, a.root, a.params.source) if a.params else declared_stages(t)
