@@ -231,7 +231,9 @@ def test_a_declaration_deleted_from_the_working_params_is_still_held_in_git(
     set_stage(project, "make", deps=["mypkg/__init__.py", "mypkg/make.py"])
     dvc(project, "commit", "-f", "-q")
     code, message, _ = check(project, capsys)
-    assert code == 2 and message.startswith("stage make: dvc.yaml lacks deps its command imports: mypkg/util.py")
+    assert code == 2 and message.startswith(
+        "stage make: dvc.yaml lacks deps its command imports: mypkg/util.py"
+    )
     subprocess.run([*git, "commit", "-qam", "undeclared, reviewed"], check=True)
     code, message, _ = check(project, capsys)
     assert code == 0 and "scope not declared" in message
