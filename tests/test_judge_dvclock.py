@@ -420,3 +420,12 @@ def test_an_out_dvcignore_hides_is_refused_as_dvc_refuses_it(tmp_path: Path) -> 
         f"{tmp_path / 'dvc.yaml'}: stage s: out out/b.txt is ignored by .dvcignore (rule: DVC refuses an out "
         "its ignore rules hide; dvc status refuses it too)"
     )
+
+
+def test_md5_dos2unix_judges_a_chunk_by_its_first_512_bytes_exactly(tmp_path: Path) -> None:
+    """512 text bytes, then a NUL: the chunk is text (DVC reads 512); CRLF after the NUL converted too."""
+    head = (b"a\r\n" * 171)[:512]
+    data = head + b"\x00" + b"b\r\n"
+    (tmp_path / "f").write_bytes(data)
+    assert md5_dos2unix(tmp_path / "f") == hashlib.md5(data.replace(b"\r\n", b"\n")).hexdigest()
+    assert not istext(data[:513]) and istext(data[:512])

@@ -23,6 +23,7 @@ from gates.reading.dvcstatus import (
     ParamsFiles,
     blessed,
     dig,
+    dvc_parsed,
     entries,
     frozen,
     key_change,
@@ -364,3 +365,19 @@ def test_frozen_lists_each_frozen_stage_with_its_changed_deps_and_params(tmp_pat
     ]  # fmt: skip
     assert status(lk, ["s"]) == {"s": [c for c in status(lk, ["s"])["s"] if c.kind in ("cmd", "out")]}
     assert frozen(lk, []) == {}
+
+
+def test_dvc_parsed_reads_as_dvc_opens_it_and_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_bytes(b'a = """x\r\ny\rz"""\n')  # universal newlines, as DVC's text mode
+    assert dvc_parsed(tmp_path / "p.toml", ".toml") == {"a": "x\ny\nz"}
+    (tmp_path / "p.py").write_bytes(b'A = "x"\r\nB = 2\r')
+    assert dvc_parsed(tmp_path / "p.py", ".py") == {"A": "x", "B": 2}
+    (tmp_path / "bad.toml").write_text("a = \n")
+    with pytest.raises(ValidationError) as e:
+        dvc_parsed(tmp_path / "bad.toml", ".toml")
+    assert str(e.value).startswith(f"{tmp_path / 'bad.toml'}: DVC cannot read it: unable to read: '")
+    assert str(e.value).endswith("/bad.toml', TOML file structure is corrupted")  # DVC names it as it likes
+    (tmp_path / "bin.toml").write_bytes(b"a = '\xff'\n")
+    with pytest.raises(ValidationError) as e:
+        dvc_parsed(tmp_path / "bin.toml", ".toml")
+    assert str(e.value).startswith(f"{tmp_path / 'bin.toml'}: byte ")

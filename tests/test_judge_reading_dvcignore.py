@@ -178,3 +178,17 @@ def test_the_trie_keeps_each_folder_and_the_root_defaults(tmp_path: Path) -> Non
     assert rules.rules == [*DEFAULTS, "*.tmp", "a/**/x"] and rules.dirname == f.root
     assert set(f.trie) == {(), ("a",), ("a", "b")} and f.patterns(f.root + "/a/b", []) is rules
     assert f._nearest(("a", "b", "c")) == (("a", "b"), rules)
+
+
+def test_an_out_outside_the_project_is_never_ignored_and_reads_no_rule_there(tmp_path: Path) -> None:
+    root = tree(tmp_path / "r", {".dvcignore": "*.txt\n", "a.txt": ""})
+    tree(tmp_path, {".dvcignore": "*\n", "x.txt": ""})
+    f = IgnoreFilter(root)
+    before = dict(f.trie)
+    assert not f.ignored(tmp_path / "x.txt") and not f.ignored(tmp_path / "r2" / "x.txt")
+    assert f.trie == before  # no folder outside the project was read
+    assert f.ignored(root / "a.txt") and f.ignored(root / "sub" / "b.txt")
+
+
+def test_a_rule_of_double_stars_alone() -> None:
+    assert change_rule("**/", "s") == "s/**/" and change_rule("**", "s") == "s/**/**"

@@ -33,7 +33,7 @@ from gates.reading.scope import (
 )
 
 
-def names(code: str, package: str = "") -> set[str]:
+def names(code: str, package: str = "") -> set[str]:  # a script's: no package
     return imported_names(ast.parse(code), package)
 
 
@@ -319,3 +319,64 @@ def test_required_stages_are_the_working_and_the_committed_declarations(tmp_path
     monkeypatch.setattr(scope, "committed_stages", lambda root, params: ["b", "a"])
     assert required_stages({}, tmp_path, "p") == ["b", "a"]
     assert required_stages({"scope": {"stages": ["a", "c"]}}, tmp_path, "p") == ["a", "c", "b"]
+
+
+def test_a_relative_import_in_a_script_resolves_against_no_package() -> None:
+    assert names("from .a import b\n") == {".a", ".a.b"}  # names no project module: followed nowhere
+
+
+def test_words_a_shell_keeps_whole_and_commands_after_one_it_cannot_split() -> None:
+    assert commands("python3 train.py --run-dir runs/x@proc key=v a,b") == [
+        ["python3", "train.py", "--run-dir", "runs/x@proc", "key=v", "a,b"]
+    ]
+    assert commands(["echo 'unclosed", "python3 a.py"]) == [["python3", "a.py"]]
+
+
+def test_only_python_runs_python_files_and_only_py_files_are_scripts(harness: Path, tmp_path: Path) -> None:
+    write(tmp_path / "mine", {"train.py": "import helper\n", "helper.py": "", "data.txt": "x\n"})
+    s = Sources(tmp_path / "mine", harness)
+    assert s.required("bash train.py") is None and s.required("echo train.py") is None
+    assert s.required("python3 train.py data.txt helper") == ["helper.py", "train.py"]
+    assert s.required("python3 -m helper train.py") == ["helper.py", "train.py"]
+
+
+def test_a_file_that_is_not_python_is_one_line_naming_it(harness: Path) -> None:
+    from contracts.validate import ValidationError
+
+    (harness / "xtrain/core/optim.py").write_text("def f(:\n")
+    with pytest.raises(ValidationError) as e:
+        Sources(harness, harness).required("python3 -m pipeline.train")
+    assert str(e.value).startswith(f"{harness / 'xtrain/core/optim.py'}: line 1: not Python: ")
+    (harness / "xtrain/core/optim.py").write_bytes(b"x = 1\x00\n")
+    with pytest.raises(ValidationError, match=r"optim\.py: line .*: not Python: "):
+        Sources(harness, harness).required("python3 -m pipeline.train")
+
+
+def test_the_committed_declaration_of_a_params_file_above_the_project_is_not_its(tmp_path: Path) -> None:
+    write(tmp_path, {"params.yaml": "gates:\n  scope:\n    stages: [a]\n", "sub/dvc.yaml": "stages: {}\n"})
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "x")
+    assert committed_stages(tmp_path, str(tmp_path / "params.yaml")) == ["a"]
+    assert committed_stages(tmp_path / "sub", str(tmp_path / "params.yaml")) == []  # ../params.yaml
+
+
+def test_the_committed_declaration_is_read_as_the_working_file_is(tmp_path: Path) -> None:
+    write(tmp_path, {"params.yaml": "base: &s [a, b]\ngates:\n  scope:\n    stages: *s\n"})
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "x")
+    assert committed_stages(tmp_path, str(tmp_path / "params.yaml")) == []  # aliases refused, as load_file does
+    (tmp_path / "params.yaml").write_text("gates:\n  scope:\n    stages: [a, b]\n")
+    git(tmp_path, "commit", "-qam", "plain")
+    assert committed_stages(tmp_path, str(tmp_path / "params.yaml")) == ["a", "b"]
+
+
+def test_every_stage_is_judged_after_one_that_runs_no_python(harness: Path) -> None:
+    s = Sources(harness, harness)
+    defs = {"echo": StageDef("echo hi"), "train": StageDef("python3 -m pipeline.train")}
+    assert scope_problems(defs, ["echo", "train"], s) == [
+        "stage echo: its cmd 'echo hi' runs no Python module or script of this project",
+        "stage train: dvc.yaml lacks deps its command imports: "
+        + ", ".join(s.required("python3 -m pipeline.train")),
+    ]

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from contracts.validate import ValidationError
-from contracts.yamlfile import decoded, load_pipeline_text
+from contracts.yamlfile import decoded, loads
 
 HARNESS = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "params", "xtrain", "gates", "registry", "pipeline", "runrecord")
@@ -48,6 +50,7 @@ MODULE_ARGS = {"import_module": 0, "run_module": 0, "torchrun_cmd": 1}
 KIND_CALLS = ("read", "write", "check", "artifact")
 SHELL_OPS = frozenset({"&&", "||", ";", "|"})
 DECLARED = "gates.scope.stages"
+HEAD_PARAMS = "HEAD's params file"  # names an error that is dropped
 
 
 def _func_name(node: ast.Call) -> str | None:
@@ -90,7 +93,7 @@ def from_module(node: ast.ImportFrom, package: str) -> str | None:
     return ".".join([*base, *([node.module] if node.module else [])]) or None
 
 
-def imported_names(tree: ast.AST, package: str = "") -> set[str]:
+def imported_names(tree: ast.AST, package: str) -> set[str]:
     """Module names a file (of `package`) imports or runs explicitly, and the schema file names it
     mentions or reads through an artifact kind. Every node is visited (a stack, not ast.walk's
     generators: half the time, and the check parses ~70 files)."""
@@ -120,7 +123,7 @@ def children(node: ast.AST) -> list[ast.AST]:
     """The child nodes of `node` (ast.iter_child_nodes, as one list)."""
     found: list[ast.AST] = []
     for name in node._fields:
-        value = getattr(node, name, None)
+        value = getattr(node, name)
         if isinstance(value, list):
             found += [v for v in value if isinstance(v, ast.AST)]
         elif isinstance(value, ast.AST):
@@ -203,8 +206,13 @@ class Sources:
         return ".".join(path.relative_to(top).with_suffix("").parts[:-1])
 
     def names(self, path: Path) -> set[str]:
+        """What a file imports (parsed once); a file that is not Python is one line naming it."""
         if path not in self._names:
-            self._names[path] = imported_names(ast.parse(path.read_bytes(), str(path)), self.package_of(path))
+            try:
+                tree = ast.parse(path.read_bytes())
+            except SyntaxError as e:  # a NUL byte too (Python 3.11)
+                raise ValidationError(str(path), f"line {e.lineno}", f"not Python: {e.msg}") from None
+            self._names[path] = imported_names(tree, self.package_of(path))
         return self._names[path]
 
     def counts(self, path: Path) -> bool:
@@ -238,7 +246,7 @@ class Sources:
             module = argv[argv.index("-m") + 1]
             start = self.module_file(f"{module}.__main__") or self.module_file(module)
             if start is not None:
-                found += [start, *[p for p in map(self.module_file, parents(module)) if p]]
+                found = [start, *[p for p in map(self.module_file, parents(module)) if p]]
         found += [self.root / w for w in argv[1:] if w.endswith(".py") and (self.root / w).is_file()]
         return found
 
@@ -264,18 +272,16 @@ def committed_stages(root: Path, params: str) -> list[str]:
     rel = os.path.relpath(Path(params).resolve(), root.resolve())  # `params` as the check names it
     if rel.startswith(".."):
         return []
-    try:
+    try:  # read as the working params file is (contracts/yamlfile.py loads); a failed show prints nothing
         out = subprocess.run(
             ["git", "-C", str(root), "show", f"HEAD:./{Path(rel).as_posix()}"],
             capture_output=True,
             timeout=5,  # pragma: no mutate -- equivalent: only bounds a git that hangs
         )
-        data = (
-            load_pipeline_text(decoded(out.stdout, params), params, aliases=False)
-            if out.returncode == 0
-            else {}
-        )
-    except (OSError, subprocess.TimeoutExpired, ValidationError):
+        data = loads(
+            decoded(out.stdout, HEAD_PARAMS)
+        )  # pragma: no mutate -- equivalent: names a dropped error
+    except (OSError, subprocess.TimeoutExpired, ValidationError, yaml.YAMLError):
         return []
     gates = data.get("gates") if isinstance(data, dict) else None
     stages = declared_stages(gates if isinstance(gates, dict) else None) or []
