@@ -374,7 +374,7 @@ def test_a_dvc2_entry_is_hashed_as_dvc2_did(tmp_path: Path) -> None:
         f"f.txt: md5 {hashlib.md5(CRLF).hexdigest()}, dvc.lock recorded {AB_MD5}"
     )
     assert not three.legacy("other.txt") and lock.out_entry("other") is None
-    assert lock.out_entry("f.txt") == {"path": "f.txt", "md5": AB_MD5}
+    assert lock.out_entry("f.txt") == ("f.txt", {"path": "f.txt", "md5": AB_MD5})
 
 
 def test_a_dvc2_folder_is_listed_with_dvc2_hashes(tmp_path: Path) -> None:
@@ -429,3 +429,9 @@ def test_md5_dos2unix_judges_a_chunk_by_its_first_512_bytes_exactly(tmp_path: Pa
     (tmp_path / "f").write_bytes(data)
     assert md5_dos2unix(tmp_path / "f") == hashlib.md5(data.replace(b"\r\n", b"\n")).hexdigest()
     assert not istext(data[:513]) and istext(data[:512])
+
+
+def test_an_out_entry_found_through_its_folder_keeps_its_path(tmp_path: Path) -> None:
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "d/", "md5": "m.dir"}, {"md5": "nopath"}]}})
+    assert lock.out_entry("d/x") == ("d/", {"path": "d/", "md5": "m.dir"}) and lock.out("d/x") == ("d/", "m.dir")
+    assert lock.out("") == ("", "nopath") and lock.legacy("") and lock.legacy("d/x")

@@ -192,3 +192,24 @@ def test_an_out_outside_the_project_is_never_ignored_and_reads_no_rule_there(tmp
 
 def test_a_rule_of_double_stars_alone() -> None:
     assert change_rule("**/", "s") == "s/**/" and change_rule("**", "s") == "s/**/**"
+
+
+def test_matching_walks_each_folder_from_the_first_and_files_are_no_folders() -> None:
+    from dvc.ignore import DvcIgnorePatterns
+
+    for rules, where, want in (
+        (["*", "!keep"], ("/r", "keep"), False),  # "*" matches the empty path's "/": never asked
+        (["*", "!d/"], ("/r/d", "x"), True),  # a folder rule re-includes no file
+        (["d/"], ("/r", "d"), False),  # a file named d is no folder (the default)
+        (["d/"], ("/r/s", "d"), False),
+        (["/s/d/"], ("/r/s/d", "x"), True),
+    ):
+        assert Patterns(rules, "/r").matches(*where) is want, (rules, where)
+        assert DvcIgnorePatterns(rules, "/r", "/").matches(*where) is want
+
+
+def test_comments_and_blank_lines_of_a_nested_dvcignore_are_no_rules(tmp_path: Path) -> None:
+    layout = {".dvcignore": "# top\n\n*.log\n", "out/.dvcignore": "\n# a comment\n   \np/b\n", "out/p/a": "",
+              "out/p/b": "", "out/p/c.log": "", "out/p/d/e": ""}  # fmt: skip
+    root = tree(tmp_path / "r", layout)
+    assert IgnoreFilter(root).files(root / "out" / "p") == dvcs_files(root, "out/p") == ["a", "d/e"]

@@ -73,11 +73,10 @@ class Patterns:
         compiled = []
         for count, rule in enumerate(rules):
             regex, ignore = GitIgnoreSpecPattern.pattern_to_regex(rule)
-            if regex is not None and ignore is not None:
+            if regex is not None:  # a comment or a blank rule compiles to (None, None): DVC drops it
                 self.rules.append(rule)
-                compiled.append(
-                    (regex.replace(f"<{_DIR_MARK}>", f"<{_DIR_MARK}{count}>"), ignore, rule.endswith("/"))
-                )
+                dir_only = rule.endswith("/")  # never matched against a file (`!d/` re-includes no file)
+                compiled.append((regex.replace(f"<{_DIR_MARK}>", f"<{_DIR_MARK}{count}>"), ignore, dir_only))
         self.spec: list[tuple[re.Pattern[str], bool, bool]] = []
         for (ignore, dir_only), group in groupby(compiled, key=lambda c: (c[1], c[2])):
             regexes = [regex for regex, _, _ in group]
@@ -88,7 +87,9 @@ class Patterns:
                 self.spec += [(re.compile(r), False, dir_only) for r in regexes]
 
     def _find(self, path: str, is_dir: bool) -> bool:
-        paths = [path, f"{path}/"] if is_dir and not path.endswith("/") else [path]
+        paths = (
+            [path, f"{path}/"] if is_dir else [path]
+        )  # DVC also asks that `path` not end in "/": it never does
         for pattern, ignore, dir_only in reversed(self.spec):
             if dir_only and not is_dir:
                 continue
@@ -98,7 +99,7 @@ class Patterns:
 
     def matches(self, dirname: str, basename: str, is_dir: bool = False) -> bool:
         """`dirname/basename` (absolute) is ignored by these rules."""
-        prefix = self.dirname.rstrip("/") + "/"
+        prefix = self.dirname + "/"  # DVC strips a trailing "/" first: a normalised absolute path has none
         if dirname == self.dirname:
             path = basename
         elif dirname.startswith(prefix):
@@ -106,8 +107,8 @@ class Patterns:
         else:
             return False
         parts = path.split("/")
-        for i in range(1, len(parts) + 1):
-            if self._find("/".join(parts[:i]), is_dir or i < len(parts)):
+        for depth, _ in enumerate(parts, 1):  # each folder on the way, then the path itself
+            if self._find("/".join(parts[:depth]), is_dir or depth < len(parts)):
                 return True
         return False
 
@@ -141,8 +142,10 @@ class IgnoreFilter:
         _, old = self._nearest(key)
         path = f"{dirname}/{IGNORE_FILE}"
         if not old.matches(dirname, IGNORE_FILE) and os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                lines = [line for line in map(str.strip, f.readlines()) if line and not line.startswith("#")]
+            with open(path, encoding="utf-8") as f:  # pragma: no mutate -- equivalent: the locale's is UTF-8
+                lines = [
+                    line for line in map(str.strip, f.readlines()) if line
+                ]  # comments compile to nothing
             self._add(dirname, lines, dirname)
         else:
             self.trie[key] = old
@@ -159,8 +162,10 @@ class IgnoreFilter:
         if key in self.trie:
             return self.trie[key]
         prefix, _ = self._nearest(key)
-        for i in range(len(prefix) + 1, len(key) + 1):
-            self._update(str(Path(self.root, *key[:i])), dnames)
+        folder = Path(self.root, *prefix)
+        for part in key[len(prefix) :]:
+            folder /= part
+            self._update(str(folder), dnames)
         return self.trie[key]
 
     def files(self, folder: Path) -> list[str]:

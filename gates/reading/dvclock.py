@@ -219,22 +219,22 @@ class DvcLock:
 
     def legacy(self, rel: str) -> bool:
         """The out holding `rel` was recorded by DVC 2 (no `hash: md5`): hashed as DVC 2 did."""
-        entry = self.out_entry(rel)
-        return entry is not None and "hash" not in entry
+        found = self.out_entry(rel)
+        return found is not None and "hash" not in found[1]
 
-    def out_entry(self, rel: str) -> dict[str, Any] | None:
-        """dvc.lock's entry of the out that is `rel` or contains it."""
+    def out_entry(self, rel: str) -> tuple[str, dict[str, Any]] | None:
+        """(out path, dvc.lock's entry) of the out that is `rel` or contains it."""
         for body in self.stages.values():
             for out in (body or {}).get("outs") or []:
                 path = out.get("path", "")
                 if rel == path or rel.startswith(path.rstrip("/") + "/"):
-                    return out
+                    return path, out
         return None
 
     def out(self, rel: str) -> tuple[str, str] | None:
         """(out path, recorded md5) of the out that is `rel` or contains it."""
-        entry = self.out_entry(rel)
-        return None if entry is None else (entry.get("path", ""), entry.get("md5", ""))
+        found = self.out_entry(rel)
+        return None if found is None else (found[0], found[1].get("md5", ""))
 
     def changed(self, rel: str, md5: str) -> str | None:
         """Why `rel` (with content `md5`) differs from what dvc.lock recorded, or None if it does not."""
