@@ -107,13 +107,17 @@ def tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def dvcs_files(root: Path, folder: str) -> list[str]:
-    """The files DVC's own filter walks under `folder`, relative to it."""
+    """The files DVC's own filter walks under `folder`, relative to it, after walking the project as
+    `dvc status` does first (collecting its stages: each folder then holds its own subfolders' rules)."""
     from dvc.fs import LocalFileSystem
     from dvc.ignore import DvcIgnoreFilter
 
     fs = LocalFileSystem()
     base = os.path.join(str(root.resolve()), folder)
-    walked = DvcIgnoreFilter(fs, str(root.resolve())).walk(fs, base)
+    ignore = DvcIgnoreFilter(fs, str(root.resolve()))
+    for _ in ignore.walk(fs, str(root.resolve())):
+        pass
+    walked = ignore.walk(fs, base)
     return sorted(os.path.relpath(os.path.join(top, n), base) for top, _, names in walked for n in names)
 
 
@@ -126,7 +130,8 @@ LAYOUTS = {
     "rules at two levels": {".dvcignore": "*.log\n", "out/.dvcignore": "!p/keep.log\n*.x\n", "out/p/keep.log": "",
                             "out/p/a.log": "", "out/p/b.x": "", "out/p/c": ""},
     "nested project": {"out/p/nested/.dvc/config": "", "out/p/nested/f": "", "out/p/g": ""},
-    ".dvc folder": {"out/p/.dvc/f": "", "out/p/g": ""},
+    ".dvc folder": {"out/p/.dvc/f": "", "out/p/g": ""},  # the folder itself a nested project: nothing
+    "nested in an intermediate folder": {"out/.dvc/config": "", "out/p/g": ""},
     "an ignored .dvcignore": {".dvcignore": "out/p/.dvcignore\n", "out/p/.dvcignore": "g\n", "out/p/g": ""},
 }  # fmt: skip
 
@@ -213,3 +218,14 @@ def test_comments_and_blank_lines_of_a_nested_dvcignore_are_no_rules(tmp_path: P
               "out/p/b": "", "out/p/c.log": "", "out/p/d/e": ""}  # fmt: skip
     root = tree(tmp_path / "r", layout)
     assert IgnoreFilter(root).files(root / "out" / "p") == dvcs_files(root, "out/p") == ["a", "d/e"]
+
+
+def test_a_nested_project_is_skipped_but_never_an_ignored_out(tmp_path: Path) -> None:
+    """An out holding a `.dvc` is hashed empty (dvc status: modified), not refused as ignored."""
+    root = tree(tmp_path / "r", {"out/p/.dvc/f": "", "out/p/g": "", "out/q/h": ""})
+    assert IgnoreFilter(root).files(root / "out/p") == [] and IgnoreFilter(root).files(root / "out/q") == ["h"]
+    assert IgnoreFilter(root).ignored(root / "out/p")  # with nested projects: skipped
+    plain = IgnoreFilter(root, subrepos=False)
+    assert not plain.ignored(root / "out/p") and not plain.subrepos
+    assert plain.files(root / "out/p") == ["g"]  # .dvc/ is a default rule: its files are skipped either way
+    assert set(plain.trie) == {(), ("out",), ("out", "p")}

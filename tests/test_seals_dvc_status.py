@@ -518,6 +518,7 @@ SAMPLE = examples(ci=25, nightly=100)
 @example(edits=[("lr same value", 0), ("tokens as float", 0)])
 @example(edits=[("code deleted", 0), ("code", 0)])
 @example(edits=[("key added", 0), ("key added", 0)])
+@example(edits=[(".dvc folder", 0)])  # the first 500-edit run: an out holding .dvc was refused as ignored
 def test_the_gates_and_dvc_status_name_the_same_stages(project: Path, edits: list[tuple[str, int]]) -> None:
     compare(project, edits)
 

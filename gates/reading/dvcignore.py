@@ -114,10 +114,14 @@ class Patterns:
 
 
 class IgnoreFilter:
-    """DVC's ignore filter of a project: the rules of each folder, from the root down."""
+    """DVC's ignore filter of a project: the rules of each folder, from the root down, each folder's as
+    DVC has them once it has walked the project (`dvc status` collects its stages by walking it, top
+    down): a subfolder holding a `.dvc` is a nested project, skipped whole. `subrepos=False`: the rules
+    alone, as DVC asks whether an out is ignored (dvc/output.py, ignore_subrepos=False)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, subrepos: bool = True) -> None:
         self.root = str(root.resolve())
+        self.subrepos = subrepos
         self.trie: dict[tuple[str, ...], Patterns] = {(): Patterns(list(DEFAULTS), self.root)}
         self._update(self.root, None)
 
@@ -149,6 +153,8 @@ class IgnoreFilter:
             self._add(dirname, lines, dirname)
         else:
             self.trie[key] = old
+        if not self.subrepos:
+            return
         if dnames is None:
             dnames = next((d for _, d, _ in os.walk(dirname)), [])
         for dname in dnames:  # a nested DVC project is skipped whole
@@ -156,8 +162,8 @@ class IgnoreFilter:
                 self._add(dirname, [f"/{dname}/"], dirname)
 
     def patterns(self, dirname: str, dnames: list[str] | None) -> Patterns:
-        """The rules that apply in `dirname` (absolute), the folders down to it updated as DVC does
-        (each with `dnames`, the walked folder's subfolders, or its own where None: DVC's quirk)."""
+        """The rules that apply in `dirname` (absolute), each folder down to it updated with its own
+        subfolders (`dnames`: `dirname`'s, when the caller has them)."""
         key = self._key(dirname)
         if key in self.trie:
             return self.trie[key]
@@ -165,7 +171,7 @@ class IgnoreFilter:
         folder = Path(self.root, *prefix)
         for part in key[len(prefix) :]:
             folder /= part
-            self._update(str(folder), dnames)
+            self._update(str(folder), dnames if folder == Path(dirname) else None)
         return self.trie[key]
 
     def files(self, folder: Path) -> list[str]:
@@ -187,7 +193,7 @@ class IgnoreFilter:
         return sorted(found)
 
     def ignored(self, path: Path) -> bool:
-        """An out DVC refuses: a rule of its folder ignores it."""
+        """An out DVC refuses: a rule of its folder ignores it (asked of a filter without subrepos)."""
         full = str(path.resolve())
         dirname, basename = os.path.split(full)
         if not (dirname + "/").startswith(self.root + "/") and dirname != self.root:

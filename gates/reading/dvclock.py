@@ -169,9 +169,10 @@ class DvcLock:
     def refuse_ignored_outs(self) -> None:
         """DVC refuses a pipeline with an out that .dvcignore ignores (OutputIsIgnoredError): so do the
         gates, before judging a stage whose out DVC would never hash."""
+        rules = IgnoreFilter(self.root, subrepos=False)  # DVC asks without nested projects (dvc/output.py)
         for name, paths in self.pipeline.items():
             for out in paths:
-                if self.ignore.ignored(self.root / out):
+                if rules.ignored(self.root / out):
                     raise LockError(
                         f"{self.root / 'dvc.yaml'}: stage {name}: out {out} is ignored by .dvcignore (rule: "
                         "DVC refuses an out its ignore rules hide; dvc status refuses it too)"
