@@ -292,7 +292,7 @@ def test_resolved_names_the_stage_and_dvcs_refusal() -> None:
     ],
 )
 def test_foreach_keys_as_dvcs_normalized_iterable(each: Any, keys: list[str]) -> None:
-    assert [k for k, _ in foreach_keys(each, {})] == keys
+    assert [k for k, _ in foreach_keys(each)] == keys
 
 
 def test_expand_a_plain_stage_and_a_foreach_of_a_mapping_with_key_and_item() -> None:

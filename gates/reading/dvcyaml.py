@@ -111,7 +111,7 @@ def expression(inner: str) -> str:
     return inner
 
 
-def to_str(value: Any, config: dict[str, str]) -> str:
+def to_str(value: Any, config: dict[str, str] | None = None) -> str:
     """A value written into a longer string: a string as it is, anything else by DVC's own to_str."""
     if isinstance(value, str):
         return value
@@ -211,11 +211,10 @@ def resolved(body: dict[str, Any], ctx: dict[str, Any], config: dict[str, str], 
         raise DvcYamlError(f"{where}: {e} (DVC refuses it)") from None
 
 
-def foreach_keys(each: Any, config: dict[str, str]) -> list[tuple[str, Any]]:
+def foreach_keys(each: Any) -> list[tuple[str, Any]]:
     """(key, item) of a resolved foreach, as DVC's ForeachDefinition.normalized_iterable names them."""
-    # pragma: no mutate start -- equivalent: config shapes only a dict, and a foreach key is never one
-    name = lambda v: str(v.value) if isinstance(v, Node) else to_str(v, config)  # noqa: E731
-    # pragma: no mutate end
+    # to_str without .dvc/config's `[parsing]`: it shapes only a dict, and a foreach key is never one
+    name = lambda v: str(v.value) if isinstance(v, Node) else to_str(v)  # noqa: E731
     if isinstance(each, dict):
         return [(name(k), v) for k, v in each.items()]
     if any(isinstance(v.value if isinstance(v, Node) else v, (dict, list)) for v in each):
@@ -239,7 +238,7 @@ def expand(
             each = [Node(v) for v in each.value] if isinstance(each.value, list) else each.value
         if not isinstance(each, (dict, list)):
             raise DvcYamlError(f"expected list/dictionary, got {type(each).__name__}")
-        items = foreach_keys(each, config)
+        items = foreach_keys(each)
     except DvcYamlError as e:
         raise DvcYamlError(f"{where}: foreach: {e} (DVC refuses it)") from None
     stages = {}
