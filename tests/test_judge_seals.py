@@ -498,3 +498,14 @@ def test_the_gate_holds_a_project_in_git_to_the_committed_declaration(tmp_path: 
     a = Artifacts(tmp_path, lk, Params(raw={"gates": {}}, source=str(tmp_path / "params.yaml")))
     o = GATE.run(a, {})  # nothing declared in the working file: HEAD's declaration holds
     assert o.status == "error" and o.message.startswith("stage gone (gates.scope.stages) is not in dvc.yaml")
+
+
+def test_the_scope_is_the_verdict_before_a_folder_dvc_refuses_to_hash(tmp_path: Path) -> None:
+    from contracts.validate import ValidationError
+
+    lk = scoped_tree(tmp_path)
+    (tmp_path / "d" / ".dvcignore").write_text("x\n")  # DVC refuses to hash d
+    with pytest.raises(ValidationError, match=r"\.dvcignore file should not be in collected dir path"):
+        seals(Artifacts(tmp_path, lk), ["make"])
+    o = seals(Artifacts(tmp_path, DvcLock(tmp_path, lk.stages, set(), lk.pipeline, lk.definitions)), ["gone"])
+    assert o.status == "error" and o.message.startswith("stage gone (gates.scope.stages) is not in dvc.yaml")

@@ -142,7 +142,8 @@ def scope_while_hashing(
     with ThreadPoolExecutor(max_workers=1) as pool:  # pragma: no mutate -- equivalent: threads, not results
         hashed = pool.submit(prefetch, a.lock, sealed)
         wrong = out_of_scope(a, declared)
-        hashed.result()
+        if wrong is None:  # the scope is the first verdict: a folder DVC refuses to hash is a later one
+            hashed.result()
     return wrong
 
 
