@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -187,8 +188,8 @@ REFUSED = "(refused)"
 
 
 def dvc_says(root: Path) -> tuple[set[str], set[str]]:
-    """The stages `dvc status` lists (`changed`: neither "always changed" nor "not in cache" alone), and the frozen stages whose deps or params DVC finds changed once unfrozen;
-    ({REFUSED}, set()) when DVC refuses the project."""
+    """The stages `dvc status` lists (`changed`), and the frozen stages whose deps or params DVC finds
+    changed once unfrozen; ({REFUSED}, set()) when DVC refuses the project."""
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
     from dvc_data.hashfile.build import IgnoreInCollectedDirError
@@ -196,30 +197,35 @@ def dvc_says(root: Path) -> tuple[set[str], set[str]]:
     try:
         with contextlib.chdir(root), Repo(".") as repo:  # DVC names stages relative to the cwd
             found = repo.status()
-            thawed = set()
             recorded = set((yaml.safe_load((root / "dvc.lock").read_text()) or {}).get("stages") or {})
             with repo.lock:  # a stage's status reads under the repo's lock
+                stages = {s.addressing: s for s in repo.index.stages}
+                stale = {name for name, what in found.items() if any(changed(w, stages[name]) for w in what)}
                 # a frozen stage dvc.lock does not record is the seals' partial lock (an error of its own)
-                for stage in (s for s in repo.index.stages if s.frozen and s.addressing in recorded):
-                    stage.frozen = False
-                    if any(
-                        isinstance(w, dict) and "changed deps" in w
-                        for w in stage.status().get(stage.addressing, [])
-                    ):
-                        thawed.add(stage.addressing)
+                thawed = {name for name, s in stages.items() if s.frozen and name in recorded and unfrozen(s)}
     except (DvcException, IgnoreInCollectedDirError, TypeError) as e:  # TypeError: a value type refused
         return {REFUSED}, {type(e).__name__}
-    return {stage for stage, what in found.items() if [w for w in what if changed(w)]}, thawed
+    return stale, thawed
 
 
-def changed(what: str | dict) -> bool:
+def unfrozen(stage: Any) -> bool:  # DVC's Stage
+    """DVC's status of a frozen stage's deps, once it is unfrozen."""
+    stage.frozen = False
+    return any(isinstance(w, dict) and "changed deps" in w for w in stage.status().get(stage.addressing, []))
+
+
+def changed(what: str | dict, stage: Any) -> bool:  # stage: DVC's Stage
     """One item of DVC's status that says the artifacts are not this tree's: not "always changed" (DVC's
-    design) and not an out "not in cache" (the DVC cache is storage: the out equals dvc.lock; DVC 2
-    entries are looked up in DVC 2's cache layout)."""
+    design), and an out "not in cache" only where DVC's own workspace status of it differs from dvc.lock
+    (DVC reports a missing cache object first; the gates hold the out to dvc.lock, not to the cache, and
+    DVC 2 entries are looked up in DVC 2's cache layout)."""
     if what == "always changed":
         return False
     outs = what.get("changed outs", {}) if isinstance(what, dict) else {}
-    return not (outs and set(what) == {"changed outs"} and set(outs.values()) == {"not in cache"})
+    if not outs or set(what) != {"changed outs"}:
+        return True
+    cached = {name for name, state in outs.items() if state == "not in cache"}
+    return len(cached) < len(outs) or any(o.workspace_status() for o in stage.outs if str(o) in cached)
 
 
 def gates_say(root: Path) -> tuple[set[str], set[str]]:
@@ -522,6 +528,7 @@ SAMPLE = examples(ci=25, nightly=100)
 @example(edits=[("key added", 0), ("key added", 0)])
 @example(edits=[(".dvc folder", 0)])  # the first 500-edit run: an out holding .dvc was refused as ignored
 @example(edits=[("stage deleted", 9), ("frozen in a foreach", 0)])  # the second: a frozen stage unrecorded
+@example(edits=[("md5 changed", 487)])  # the third: an out's recorded md5 changed (DVC: "not in cache" first)
 def test_the_gates_and_dvc_status_name_the_same_stages(project: Path, edits: list[tuple[str, int]]) -> None:
     compare(project, edits)
 
@@ -588,7 +595,7 @@ OLD_MD5 = DvcLock.md5
 OLD_RULES = {  # the rule as it was on main 52a4e5f, re-planted: (what it replaces, the old one, a case)
     "raw md5 for a DVC 2 entry": (DvcLock, "md5", old_md5, ISSUE_51["a CRLF dep with a DVC 2 entry"]),
     "no ignore rules": (IgnoreFilter, "files", old_listing, ISSUE_51[".git inside an out"]),
-    "str() names foreach keys": (dvcyaml, "to_str", lambda v, config: str(v), ISSUE_51["foreach [true, false] named x@true"]),
+    "str() names foreach keys": (dvcyaml, "to_str", lambda v, config=None: str(v), ISSUE_51["foreach [true, false] named x@true"]),
     "no DVC schema": (dvcyaml, "check", lambda *a: None, ISSUE_51["cache: 'no' (refused)"]),
     "YAML or JSON params only": (dvcstatus, "dvc_parsed", old_parsed, ISSUE_51["params from a .toml file"]),
 }  # fmt: skip
