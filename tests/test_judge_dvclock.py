@@ -433,5 +433,18 @@ def test_md5_dos2unix_judges_a_chunk_by_its_first_512_bytes_exactly(tmp_path: Pa
 
 def test_an_out_entry_found_through_its_folder_keeps_its_path(tmp_path: Path) -> None:
     lock = lock_of(tmp_path, {"s": {"outs": [{"path": "d/", "md5": "m.dir"}, {"md5": "nopath"}]}})
-    assert lock.out_entry("d/x") == ("d/", {"path": "d/", "md5": "m.dir"}) and lock.out("d/x") == ("d/", "m.dir")
+    assert lock.out_entry("d/x") == ("d/", {"path": "d/", "md5": "m.dir"}) and lock.out("d/x") == (
+        "d/",
+        "m.dir",
+    )
     assert lock.out("") == ("", "nopath") and lock.legacy("") and lock.legacy("d/x")
+
+
+def test_an_out_holding_a_nested_project_is_listed_empty_not_refused(tmp_path: Path) -> None:
+    """As dvc status: hashed without the nested project's files (modified), never refused as ignored."""
+    (tmp_path / "dvc.yaml").write_text("stages:\n  s:\n    cmd: x\n    outs: [out/p]\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    (tmp_path / "out" / "p" / ".dvc").mkdir(parents=True)
+    (tmp_path / "out" / "p" / "g").write_text("g\n")
+    lock = DvcLock.read(tmp_path)  # not refused
+    assert lock.listing("out/p") == [] and lock.ignore.subrepos

@@ -139,24 +139,24 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_files_of_a_folder_are_dvcs(tmp_path: Path, layout: str) -> None:
     root = tree(tmp_path / "r", LAYOUTS[layout])
-    assert IgnoreFilter(root).files(root / "out" / "p") == dvcs_files(root, "out/p")
+    assert IgnoreFilter(root, subrepos=True).files(root / "out" / "p") == dvcs_files(root, "out/p")
 
 
 def test_files_examples(tmp_path: Path) -> None:
     root = tree(tmp_path / "r", {**LAYOUTS["git and hg"], ".dvcignore": "*.tmp\n", "out/p/s/j.tmp": ""})
-    assert IgnoreFilter(root).files(root / "out/p") == ["a", "s/f"]
-    assert IgnoreFilter(root).files(Path(os.path.relpath(root / "out/p"))) == [
+    assert IgnoreFilter(root, subrepos=True).files(root / "out/p") == ["a", "s/f"]
+    assert IgnoreFilter(root, subrepos=True).files(Path(os.path.relpath(root / "out/p"))) == [
         "a",
         "s/f",
     ]  # a relative folder
     root = tree(tmp_path / "n", LAYOUTS["nested project"])
-    assert IgnoreFilter(root).files(root / "out/p") == ["g"]
+    assert IgnoreFilter(root, subrepos=True).files(root / "out/p") == ["g"]
 
 
 def test_a_dvcignore_inside_a_folder_is_refused_as_dvc_refuses_it(tmp_path: Path) -> None:
     root = tree(tmp_path / "r", {"out/p/a": "", "out/p/sub/.dvcignore": "a\n"})
     with pytest.raises(IgnoreError) as e:
-        IgnoreFilter(root).files(root / "out/p")
+        IgnoreFilter(root, subrepos=True).files(root / "out/p")
     assert (
         str(e.value) == f".dvcignore file should not be in collected dir path: '{root.resolve()}/out/p/sub'"
     )
@@ -179,9 +179,9 @@ def test_the_trie_keeps_each_folder_and_the_root_defaults(tmp_path: Path) -> Non
     f = IgnoreFilter(root)
     assert f.root == str(root.resolve()) and f._key(f.root) == () and f._key(f.root + "/a/b") == ("a", "b")
     assert f.trie[()].rules == [*DEFAULTS, "*.tmp"]
-    rules = f.patterns(f.root + "/a/b", [])
+    rules = f.patterns(f.root + "/a/b")
     assert rules.rules == [*DEFAULTS, "*.tmp", "a/**/x"] and rules.dirname == f.root
-    assert set(f.trie) == {(), ("a",), ("a", "b")} and f.patterns(f.root + "/a/b", []) is rules
+    assert set(f.trie) == {(), ("a",), ("a", "b")} and f.patterns(f.root + "/a/b") is rules
     assert f._nearest(("a", "b", "c")) == (("a", "b"), rules)
 
 
@@ -217,15 +217,21 @@ def test_comments_and_blank_lines_of_a_nested_dvcignore_are_no_rules(tmp_path: P
     layout = {".dvcignore": "# top\n\n*.log\n", "out/.dvcignore": "\n# a comment\n   \np/b\n", "out/p/a": "",
               "out/p/b": "", "out/p/c.log": "", "out/p/d/e": ""}  # fmt: skip
     root = tree(tmp_path / "r", layout)
-    assert IgnoreFilter(root).files(root / "out" / "p") == dvcs_files(root, "out/p") == ["a", "d/e"]
+    assert (
+        IgnoreFilter(root, subrepos=True).files(root / "out" / "p")
+        == dvcs_files(root, "out/p")
+        == ["a", "d/e"]
+    )
 
 
 def test_a_nested_project_is_skipped_but_never_an_ignored_out(tmp_path: Path) -> None:
     """An out holding a `.dvc` is hashed empty (dvc status: modified), not refused as ignored."""
     root = tree(tmp_path / "r", {"out/p/.dvc/f": "", "out/p/g": "", "out/q/h": ""})
-    assert IgnoreFilter(root).files(root / "out/p") == [] and IgnoreFilter(root).files(root / "out/q") == ["h"]
-    assert IgnoreFilter(root).ignored(root / "out/p")  # with nested projects: skipped
-    plain = IgnoreFilter(root, subrepos=False)
+    assert IgnoreFilter(root, subrepos=True).files(root / "out/p") == [] and IgnoreFilter(
+        root, subrepos=True
+    ).files(root / "out/q") == ["h"]
+    assert IgnoreFilter(root, subrepos=True).ignored(root / "out/p")  # with nested projects: skipped
+    plain = IgnoreFilter(root)
     assert not plain.ignored(root / "out/p") and not plain.subrepos
     assert plain.files(root / "out/p") == ["g"]  # .dvc/ is a default rule: its files are skipped either way
     assert set(plain.trie) == {(), ("out",), ("out", "p")}

@@ -40,8 +40,8 @@ def change_rule(rule: str, rel: str) -> str:
     # DVC also asks `not rule.startswith("**/")` here: such a rule is rebased the same either way
     if "/" in rule[:-1]:
         every_level, rule = False, rule.removeprefix("/")
-    else:
-        every_level, rule = True, rule.removeprefix("**/")
+    else:  # only "**/" itself has a prefix to remove here (it is its own suffix too)
+        every_level, rule = True, rule.removeprefix("**/")  # pragma: no mutate -- equivalent: see above
     rule = rule[1:] if rule.startswith("\\") else rule
     rule = f"/**/{rule}" if every_level else f"/{rule}"
     return normalize_file(f"!/{rel}{rule}" if negate else f"/{rel}{rule}")
@@ -116,14 +116,14 @@ class Patterns:
 class IgnoreFilter:
     """DVC's ignore filter of a project: the rules of each folder, from the root down, each folder's as
     DVC has them once it has walked the project (`dvc status` collects its stages by walking it, top
-    down): a subfolder holding a `.dvc` is a nested project, skipped whole. `subrepos=False`: the rules
-    alone, as DVC asks whether an out is ignored (dvc/output.py, ignore_subrepos=False)."""
+    down): with `subrepos`, a subfolder holding a `.dvc` is a nested project, skipped whole; without,
+    the rules alone, as DVC asks whether an out is ignored (dvc/output.py, ignore_subrepos=False)."""
 
-    def __init__(self, root: Path, subrepos: bool = True) -> None:
+    def __init__(self, root: Path, subrepos: bool = False) -> None:
         self.root = str(root.resolve())
         self.subrepos = subrepos
         self.trie: dict[tuple[str, ...], Patterns] = {(): Patterns(list(DEFAULTS), self.root)}
-        self._update(self.root, None)
+        self._update(self.root)
 
     def _key(self, dirname: str) -> tuple[str, ...]:
         rel = os.path.relpath(dirname, self.root)
@@ -141,7 +141,7 @@ class IgnoreFilter:
         merged, prefix = merge(old.rules, old.dirname, rules, base)
         self.trie[key] = Patterns(merged, prefix)
 
-    def _update(self, dirname: str, dnames: list[str] | None) -> None:
+    def _update(self, dirname: str) -> None:
         key = self._key(dirname)
         _, old = self._nearest(key)
         path = f"{dirname}/{IGNORE_FILE}"
@@ -155,15 +155,13 @@ class IgnoreFilter:
             self.trie[key] = old
         if not self.subrepos:
             return
-        if dnames is None:
-            dnames = next((d for _, d, _ in os.walk(dirname)), [])
-        for dname in dnames:  # a nested DVC project is skipped whole
+        for dname in next((d for _, d, _ in os.walk(dirname)), []):  # a nested DVC project is skipped whole
             if os.path.exists(f"{dirname}/{dname}/.dvc"):
                 self._add(dirname, [f"/{dname}/"], dirname)
 
-    def patterns(self, dirname: str, dnames: list[str] | None) -> Patterns:
+    def patterns(self, dirname: str) -> Patterns:
         """The rules that apply in `dirname` (absolute), each folder down to it updated with its own
-        subfolders (`dnames`: `dirname`'s, when the caller has them)."""
+        subfolders."""
         key = self._key(dirname)
         if key in self.trie:
             return self.trie[key]
@@ -171,7 +169,7 @@ class IgnoreFilter:
         folder = Path(self.root, *prefix)
         for part in key[len(prefix) :]:
             folder /= part
-            self._update(str(folder), dnames if folder == Path(dirname) else None)
+            self._update(str(folder))
         return self.trie[key]
 
     def files(self, folder: Path) -> list[str]:
@@ -180,7 +178,7 @@ class IgnoreFilter:
         base = os.path.abspath(folder)
         found = []
         for top, dirs, names in os.walk(base):
-            rules = self.patterns(top, dirs)
+            rules = self.patterns(top)
             # pragma: no mutate start -- equivalent: a folder DVC ignores is not walked, but its files would be
             # ignored all the same (matches() judges each of a path's folders): this only saves the walk
             dirs[:] = [d for d in dirs if not rules.matches(top, d, True)]
@@ -196,6 +194,6 @@ class IgnoreFilter:
         """An out DVC refuses: a rule of its folder ignores it (asked of a filter without subrepos)."""
         full = str(path.resolve())
         dirname, basename = os.path.split(full)
-        if not (dirname + "/").startswith(self.root + "/") and dirname != self.root:
+        if dirname != self.root and not dirname.startswith(self.root + "/"):
             return False
-        return self.patterns(dirname, None).matches(dirname, basename, path.is_dir())
+        return self.patterns(dirname).matches(dirname, basename, path.is_dir())

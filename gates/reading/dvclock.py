@@ -139,7 +139,7 @@ class DvcLock:
     def ignore(self) -> IgnoreFilter:
         """DVC's ignore filter of this project, read once per check."""
         if self._ignore is None:
-            self._ignore = IgnoreFilter(self.root)
+            self._ignore = IgnoreFilter(self.root, subrepos=True)
         return self._ignore
 
     @classmethod
@@ -169,7 +169,7 @@ class DvcLock:
     def refuse_ignored_outs(self) -> None:
         """DVC refuses a pipeline with an out that .dvcignore ignores (OutputIsIgnoredError): so do the
         gates, before judging a stage whose out DVC would never hash."""
-        rules = IgnoreFilter(self.root, subrepos=False)  # DVC asks without nested projects (dvc/output.py)
+        rules = IgnoreFilter(self.root)  # DVC asks without nested projects (dvc/output.py)
         for name, paths in self.pipeline.items():
             for out in paths:
                 if rules.ignored(self.root / out):

@@ -278,9 +278,11 @@ def committed_stages(root: Path, params: str) -> list[str]:
             capture_output=True,
             timeout=5,  # pragma: no mutate -- equivalent: only bounds a git that hangs
         )
-        data = loads(
-            decoded(out.stdout, HEAD_PARAMS)
-        )  # pragma: no mutate -- equivalent: names a dropped error
+        text = decoded(
+            out.stdout,
+            HEAD_PARAMS,  # pragma: no mutate -- equivalent: it names an error that is dropped
+        )
+        data = loads(text)
     except (OSError, subprocess.TimeoutExpired, ValidationError, yaml.YAMLError):
         return []
     gates = data.get("gates") if isinstance(data, dict) else None
