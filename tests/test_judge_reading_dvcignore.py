@@ -235,3 +235,13 @@ def test_a_nested_project_is_skipped_but_never_an_ignored_out(tmp_path: Path) ->
     assert not plain.ignored(root / "out/p") and not plain.subrepos
     assert plain.files(root / "out/p") == ["g"]  # .dvc/ is a default rule: its files are skipped either way
     assert set(plain.trie) == {(), ("out",), ("out", "p")}
+
+
+def test_only_a_folder_holding_dvc_is_a_nested_project(tmp_path: Path) -> None:
+    root = tree(tmp_path / "r", {"out/p/n/.dvc": "a file named .dvc", "out/p/n/f": "", "out/p/m/.dvc/config": "",
+                                 "out/p/m/g": "", "out/p/plain/h": "", "out/p/top": ""})  # fmt: skip
+    assert IgnoreFilter(root, subrepos=True).files(root / "out/p") == dvcs_files(root, "out/p")
+    assert IgnoreFilter(root, subrepos=True).files(root / "out/p") == [
+        "plain/h",
+        "top",
+    ]  # .dvc file or folder

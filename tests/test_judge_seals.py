@@ -509,3 +509,16 @@ def test_the_scope_is_the_verdict_before_a_folder_dvc_refuses_to_hash(tmp_path: 
         seals(Artifacts(tmp_path, lk), ["make"])
     o = seals(Artifacts(tmp_path, DvcLock(tmp_path, lk.stages, set(), lk.pipeline, lk.definitions)), ["gone"])
     assert o.status == "error" and o.message.startswith("stage gone (gates.scope.stages) is not in dvc.yaml")
+
+
+def test_a_file_that_cannot_be_hashed_is_raised_after_the_scope(tmp_path: Path, monkeypatch) -> None:
+    from gates.judges import seals as module
+
+    def broken(lock: DvcLock, paths: list) -> None:
+        raise OSError("unreadable")
+
+    monkeypatch.setattr(module, "prefetch", broken)
+    lk = scoped_tree(tmp_path)
+    assert seals(Artifacts(tmp_path, lk), ["gone"]).status == "error"  # the scope's verdict first
+    with pytest.raises(OSError, match="unreadable"):
+        seals(Artifacts(tmp_path, lk), ["make"])

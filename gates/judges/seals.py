@@ -142,9 +142,7 @@ def scope_while_hashing(
     with ThreadPoolExecutor(max_workers=1) as pool:  # pragma: no mutate -- equivalent: threads, not results
         hashed = pool.submit(prefetch, a.lock, sealed)
         wrong = out_of_scope(a, declared)
-        if wrong is None:  # the scope is the first verdict: a folder DVC refuses to hash is a later one
-            hashed.result()
-    return wrong
+    return wrong or hashed.result()  # the scope is the first verdict; a file that cannot be hashed, later
 
 
 def differences(lock: DvcLock, path: str, recorded: str) -> tuple[int, list[str]]:

@@ -155,9 +155,9 @@ class IgnoreFilter:
             self.trie[key] = old
         if not self.subrepos:
             return
-        for dname in next((d for _, d, _ in os.walk(dirname)), []):  # a nested DVC project is skipped whole
-            if os.path.exists(f"{dirname}/{dname}/.dvc"):
-                self._add(dirname, [f"/{dname}/"], dirname)
+        for entry in os.scandir(dirname):  # a nested DVC project is skipped whole
+            if entry.is_dir() and os.path.exists(f"{entry.path}/.dvc"):
+                self._add(dirname, [f"/{entry.name}/"], dirname)
 
     def patterns(self, dirname: str) -> Patterns:
         """The rules that apply in `dirname` (absolute), each folder down to it updated with its own
