@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from contracts.artifact_table import TABLE
 from contracts.validate import ValidationError
 from contracts.yamlfile import decoded, loads
 
@@ -72,8 +73,6 @@ def _call_module(node: ast.Call) -> str | None:
 
 def artifact_schema(node: ast.Call) -> str | None:
     """The schema of the artifact kind a call names (`artifact_table.read("env", ...)`), if any."""
-    from contracts.artifact_table import TABLE
-
     kind = _str_arg(node, 0) if _func_name(node) in KIND_CALLS else None
     return TABLE[kind].schema if kind in TABLE else None
 
@@ -107,10 +106,8 @@ def imported_names(tree: ast.AST, package: str) -> set[str]:
         elif kind is ast.ImportFrom and (module := from_module(node, package)):
             names.add(module)
             names.update(f"{module}.{a.name}" for a in node.names)
-        elif kind is ast.Call and (module := _call_module(node)):
-            names.add(module)
-        elif kind is ast.Call and (schema := artifact_schema(node)):
-            names.add(schema)
+        elif kind is ast.Call and (module := _call_module(node) or artifact_schema(node)):
+            names.add(module)  # a module run by name, or the schema of an artifact kind
         elif kind is ast.List or kind is ast.Tuple:
             names.update(_dash_m(node))
         elif kind is ast.Constant and isinstance(node.value, str) and SCHEMA_NAME.match(node.value):
