@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import PARAMS, TinyData, tiny_spec, tiny_text
 from contracts.checkpoint_dir import resolve_checkpoint
@@ -29,9 +28,9 @@ REPORT = "reports/closed_loop.json"
 @pytest.fixture(scope="module")
 def tree(tiny_data: TinyData, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cl-tree")
-    params = yaml.safe_load(PARAMS.read_text())
-    del params["gates"]["scope"]  # a stand-in pipeline (write_pipeline): it declares no scope
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    text = PARAMS.read_text()  # as written (the tests edit its text): without the scope block, as a
+    scope = text.index("\n  scope:")  # stand-in pipeline (write_pipeline) declares none
+    (root / "params.yaml").write_text(text[:scope] + text[text.index("\n  loss_match:", scope) :])
     run_single(tiny_spec(tiny_data, run_dir=root / "runs" / "single"))
     for name in ("fresh", "pinned"):
         export(root / "runs" / "single", root / "exports" / name, "fp32")
