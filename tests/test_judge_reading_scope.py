@@ -366,7 +366,9 @@ def test_the_committed_declaration_is_read_as_the_working_file_is(tmp_path: Path
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "x")
-    assert committed_stages(tmp_path, str(tmp_path / "params.yaml")) == []  # aliases refused, as load_file does
+    assert (
+        committed_stages(tmp_path, str(tmp_path / "params.yaml")) == []
+    )  # aliases refused, as load_file does
     (tmp_path / "params.yaml").write_text("gates:\n  scope:\n    stages: [a, b]\n")
     git(tmp_path, "commit", "-qam", "plain")
     assert committed_stages(tmp_path, str(tmp_path / "params.yaml")) == ["a", "b"]
