@@ -9,7 +9,8 @@ are not ours to validate, and what it asks of us:
 - `gates:`, the thresholds it wants. Each section it gives is validated in full against
   contracts/schemas/thresholds.schema.json (one line naming the file and `gates.<key>`); each section
   it leaves out is the harness's own, `gates:` of the params.yaml beside this package (HARNESS_PARAMS:
-  the tiers measured on our runs, docs/tolerances.md), named in the report's thresholds_source.
+  the tiers measured on our runs, docs/tolerances.md), named in the report's thresholds_source; but
+  `scope` (the stages its verdict needs): a project's own or none.
 - for one of our stages it runs (the corpus and tokenizer stages), that stage's sections (`data:`,
   `tokenizer:`), validated against their params.schema.json definitions: `load_sections`.
 """
@@ -34,6 +35,9 @@ from params.config import (
 
 HARNESS_PARAMS = Path(__file__).resolve().parent.parent / "params.yaml"
 HINT = "run from the repository root or pass --params"  # as load_params
+# `gates:` sections a project never takes from the harness: `scope` names the harness's own stages
+# (gates/reading/scope.py); a project that declares none is judged on what its dvc.yaml defines
+OWN = ("scope",)
 
 
 def _load_raw(path: str | Path) -> dict[str, Any]:
@@ -60,7 +64,7 @@ def project_thresholds(given: Any, source: str) -> tuple[dict[str, Any], tuple[s
             f"{type(given).__name__} is not a mapping",
             "gates: sections as in thresholds.schema.json",
         )
-    defaults = {k: v for k, v in harness_thresholds().items() if k not in given}
+    defaults = {k: v for k, v in harness_thresholds().items() if k not in given and k not in OWN}
     try:
         merged = check_thresholds({**given, **defaults}, source)
     except ValidationError as e:

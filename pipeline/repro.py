@@ -7,7 +7,8 @@ DVC keys a stage's run by its command, deps and params; a stage seen before, her
 pushed to the same remote, is restored instead of run. runs/env.json keeps that to one environment;
 train_single's outputs are never cached, so fresh_train always judges a run trained on this machine
 (docs/run-cache.md). reports/repro.json says per stage whether it ran here, was restored from the run
-cache or was already up to date; the gates report it and cross-check it (gates/judges/provenance.py).
+cache or was already up to date, with the md5 of the dvc.lock it left, sealed (`content_sha256`, as
+registry files are); the gates report it and cross-check it (gates/judges/provenance.py).
 Without a default remote (`dvc remote default`), nothing is pulled or pushed.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 from contracts import outputs
 from contracts.artifact_table import write
 from contracts.errors import one_line, report
+from contracts.fileio import md5_file
 from contracts.yamlfile import load_pipeline
 from params.config import load_params
 from pipeline.run_cache import (
@@ -35,6 +37,7 @@ from pipeline.run_cache import (
     unwritable_cache,
 )
 from pipeline.schedule import Plan, print_line, run_plan
+from registry.sealed import seal
 
 OUT = "reports/repro.json"
 FORMAT = "xtrain-repro/1"
@@ -258,8 +261,9 @@ def run(targets: list[str], pull: bool, out: Path, jobs: int) -> int:
         "exit_code": code,
         "stages": stages,
         "timings": times,
+        "dvc_lock_md5": md5_file("dvc.lock") if Path("dvc.lock").is_file() else None,
     }
-    write("repro", out, record)
+    write("repro", out, seal(record))  # sealed: provenance refuses a record edited by hand
     counts = {how: sum(v == how for v in stages.values()) for _, how in HOW}
     print(
         f"repro: {counts['ran']} ran here, {counts['restored']} restored from the run cache, "

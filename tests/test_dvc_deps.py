@@ -10,14 +10,14 @@ schema, metrics.schema.json, and no other kind's; every such call names its kind
 other string is not a module: the word "gates" in a message imports nothing. A stage missing one of
 them would not re-run when that file changes, and the gates would judge the old code's artifacts; a
 stage depending on a project source file it never imports re-runs for nothing. A folder dep covers
-its files.
+its files. The computation is gates/reading/scope.py's, the one `gates check` holds a declared stage to
+(params.yaml gates.scope.stages): one implementation.
 Re-run after adding modules: `python3 -m pytest tests/test_dvc_deps.py`.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 import json
 import os
 import re
@@ -29,125 +29,29 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, scratch_repo
+from gates.reading import scope
+from gates.reading.scope import KIND_CALLS, PACKAGES, Sources, artifact_schema, covered
 
-PACKAGES = ("contracts", "params", "xtrain", "gates", "registry", "pipeline")
-SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]+\.schema\.json$")
+SOURCES = Sources(REPO)
 
 
 def module_file(name: str) -> Path | None:
     """The file of a project module (a package means its __init__.py), or None."""
-    if name.split(".")[0] not in PACKAGES:
-        return None
-    base = REPO / Path(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-@cache
-def schema_file(name: str) -> Path:
-    found = [p for pkg in PACKAGES for p in (REPO / pkg / "schemas").glob(name)]
-    assert len(found) == 1, f"schema {name}: found {found}, need exactly one"
-    return found[0]
-
-
-# Calls that take a module name (argument index): the module is run or imported, not just named.
-MODULE_ARGS = {"import_module": 0, "run_module": 0, "torchrun_cmd": 1}
-# contracts/artifact_table.py's functions that take an artifact kind first: the kind's schema is read
-KIND_CALLS = ("read", "write", "check", "artifact")
-
-
-def _package(path: Path) -> str:
-    return ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
-
-
-def _from_module(node: ast.ImportFrom, path: Path) -> str | None:
-    """The absolute module of `from X import ...`, relative ones resolved against `path`'s package."""
-    if node.level == 0:
-        return node.module
-    parts = _package(path).split(".")
-    base = parts[: len(parts) - node.level + 1]
-    return ".".join([*base, *([node.module] if node.module else [])]) or None
-
-
-def _str_arg(node: ast.Call, index: int) -> str | None:
-    if len(node.args) > index and isinstance(node.args[index], ast.Constant):
-        value = node.args[index].value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def _dash_m(node: ast.List | ast.Tuple) -> list[str]:
-    """Modules after a literal "-m" in a command line written as a list: ["python3", "-m", "x.y"]."""
-    items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
-    return [b for a, b in itertools.pairwise(items) if a == "-m" and isinstance(b, str)]
-
-
-def _call_module(node: ast.Call) -> str | None:
-    name = _func_name(node)
-    return _str_arg(node, MODULE_ARGS[name]) if name in MODULE_ARGS else None
-
-
-def _func_name(node: ast.Call) -> str | None:
-    func = node.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-
-
-def _artifact_schema(node: ast.Call) -> str | None:
-    """The schema of the artifact kind a call names (`artifact_table.read("env", ...)`), if any."""
-    from contracts.artifact_table import TABLE
-
-    kind = _str_arg(node, 0) if _func_name(node) in KIND_CALLS else None
-    return TABLE[kind].schema if kind in TABLE else None
-
-
-def _imported_names(tree: ast.AST, path: Path = REPO / "x.py") -> set[str]:
-    """Module names this file imports (or runs explicitly), and schema file names it mentions or
-    reads through an artifact kind."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and (module := _from_module(node, path)):
-            names.add(module)
-            names.update(f"{module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Call) and (module := _call_module(node)):
-            names.add(module)
-        elif isinstance(node, ast.Call) and (schema := _artifact_schema(node)):
-            names.add(schema)
-        elif isinstance(node, (ast.List, ast.Tuple)):
-            names.update(_dash_m(node))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SCHEMA_NAME.match(node.value):
-            names.add(node.value)
-    return names
-
-
-def _parents(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
+    return SOURCES.module_file(name)
 
 
 def closure(module: str) -> set[str]:
     """Repository-relative paths of every project file `python -m module` may import or read as a schema."""
-    start = module_file(f"{module}.__main__") or module_file(module)
-    assert start is not None, f"{module}: not a project module"
-    seen: set[Path] = set()
-    todo = [start, *(module_file(p) for p in _parents(module))]
-    while todo:
-        path = todo.pop()
-        if path is None or path in seen:
-            continue
-        seen.add(path)
-        if path.suffix != ".py":
-            continue
-        for name in _imported_names(ast.parse(path.read_text(), str(path)), path):
-            if SCHEMA_NAME.match(name):
-                todo.append(schema_file(name))
-            elif (target := module_file(name)) is not None:
-                todo.append(target)
-                todo.extend(module_file(p) for p in _parents(name))
-    return {str(p.relative_to(REPO)) for p in seen}
+    required = SOURCES.required(f"python3 -m {module}")
+    assert required is not None, f"{module}: not a project module"
+    return set(required)
+
+
+def _imported_names(tree: ast.AST, path: Path = REPO / "x.py") -> set[str]:
+    return scope.imported_names(tree, SOURCES.package_of(path))
+
+
+_artifact_schema = artifact_schema
 
 
 def stage_module(cmd: str) -> str:
@@ -167,10 +71,6 @@ def stages() -> dict[str, tuple[str, tuple[str, ...]]]:
             s.addressing: (s.cmd, tuple(d.def_path for d in s.deps if not isinstance(d, ParamsDependency)))
             for s in repo.index.stages
         }
-
-
-def covered(path: str, deps: tuple[str, ...]) -> bool:
-    return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in deps)
 
 
 def missing_deps(cmd: str, deps: tuple[str, ...]) -> list[str]:

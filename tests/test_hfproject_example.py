@@ -9,7 +9,6 @@ they judge when it is a subdirectory of the git repository.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import subprocess
 from pathlib import Path
@@ -41,7 +40,7 @@ def test_the_example_params_are_its_own() -> None:
     assert set(raw) == {"seed", "data", "tokenizer", "qwen3", "trainer", "torchrun", "reload", "gates"}
     params = load_judging(EXAMPLE / "params.yaml")
     assert not params.describes_runs  # runs are judged from their records
-    assert set(raw["gates"]) == {"loss_match", "cross_rank"}
+    assert set(raw["gates"]) == {"scope", "loss_match", "cross_rank"}
     assert params.thresholds["loss_match"] == raw["gates"]["loss_match"]  # its own, as written
     harness = load_params(HARNESS_PARAMS).thresholds
     assert params.thresholds["fresh_train"] == harness["fresh_train"]  # the rest: the harness's
@@ -105,58 +104,33 @@ def test_our_data_stages_read_only_their_sections_of_a_project_file(tmp_path: Pa
 
 
 def test_the_example_dvc_yaml_deps_are_its_commands_import_closures() -> None:
-    import test_dvc_deps as deps  # its closure(), with runrecord (the example's trainer imports it)
+    """The example declares its stages (params.yaml gates.scope) and each declares every file its command
+    imports: our corpus and tokenizer stages (../../), train.py through runrecord, hfconfig.py through
+    contracts (gates/reading/scope.py, the computation tests/test_dvc_deps.py holds our dvc.yaml to)."""
+    from gates.reading.dvcyaml import pipeline_stages
+    from gates.reading.scope import Sources, declared_stages, scope_problems
 
-    packages = deps.PACKAGES
-    deps.PACKAGES = (*packages, "runrecord")
-    try:
-        want = {m: {f"../../{p}" for p in deps.closure(m)} for m in ("pipeline.corpus", "pipeline.tokenizer")}
-        want["runrecord.hf"] = {f"../../{p}" for p in deps.closure("runrecord.hf")}
-    finally:
-        deps.PACKAGES = packages
-    stages = yaml.safe_load((EXAMPLE / "dvc.yaml").read_text())["stages"]
-    project = lambda ds: {d for d in ds if d.startswith("../../")}  # noqa: E731
-    assert project(stages["corpus"]["deps"]) == want["pipeline.corpus"]
-    assert project(stages["tokenizer"]["deps"]) == want["pipeline.tokenizer"]
-    for body in (stages["train_single"], stages["train"]["do"]):  # train.py imports runrecord.hf
-        assert project(body["deps"]) == want["runrecord.hf"] and {"train.py", "hfconfig.py"} <= set(
-            body["deps"]
-        )
-    for name in ("md5", "reload"):
-        assert "hfconfig.py" in stages[name]["deps"]  # both read params.yaml through it
-        script = stages[name]["cmd"].split()[1]
-        own, local = script_closure(script)
-        assert project(stages[name]["deps"]) == own, name  # the project modules its scripts import
-        assert local <= set(stages[name]["deps"]), name  # and the example's own (hfblessing.py, ...)
+    declared = declared_stages(load_judging(EXAMPLE / "params.yaml").thresholds)
+    assert declared == ["corpus", "tokenizer", "train_single", "train@proc", "md5", "reload"]
+    definitions = pipeline_stages(EXAMPLE)
+    assert scope_problems(definitions, declared, Sources(EXAMPLE)) == []
+    train = Sources(EXAMPLE).required(definitions["train_single"].cmd)
+    assert {"train.py", "hfconfig.py", "../../runrecord/hf.py", "../../contracts/yamlfile.py"} <= set(train)
+    for name in ("md5", "reload"):  # the example's own modules, through its scripts
+        assert "hfconfig.py" in definitions[name].deps
 
 
-def script_closure(script: str) -> tuple[set[str], set[str]]:
-    """The project files (as deps: ../../...) an example script imports, through the example's own
-    modules, and those own modules' file names."""
-    import test_dvc_deps as deps
+def test_the_required_deps_see_an_import_through_a_module_of_the_example() -> None:
+    """Negative control for the deps check above: hfregistry.py reaches contracts/fileio.py through
+    hfblessing.py and contracts/yamlfile.py through hfconfig.py; reload.py never imports hfblessing.py."""
+    from gates.reading.scope import Sources
 
-    seen: set[Path] = set()
-    todo, project = [EXAMPLE / script], set()
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for name in deps._imported_names(ast.parse(path.read_text()), path):
-            if (EXAMPLE / f"{name}.py").is_file():
-                todo.append(EXAMPLE / f"{name}.py")
-            elif deps.module_file(name) is not None:
-                project |= {f"../../{p}" for p in deps.closure(name)}
-    return project, {p.name for p in seen}
-
-
-def test_the_script_closure_sees_an_import_through_a_module_of_the_example() -> None:
-    """Negative control for the deps check above: hfregistry.py reaches contracts/fileio.py directly and
-    through hfblessing.py, contracts/yamlfile.py only through hfconfig.py; reload.py not hfblessing.py."""
-    own, local = script_closure("hfregistry.py")
-    assert {"hfregistry.py", "hfblessing.py", "hfconfig.py"} == local
-    assert {"../../contracts/fileio.py", "../../contracts/yamlfile.py"} <= own
-    assert script_closure("reload.py")[1] == {"reload.py", "hfconfig.py"}
+    sources = Sources(EXAMPLE)
+    md5 = set(sources.required("python3 hfregistry.py check") or [])
+    assert {"hfregistry.py", "hfblessing.py", "hfconfig.py"} <= md5
+    assert {"../../contracts/fileio.py", "../../contracts/yamlfile.py"} <= md5
+    reload = set(sources.required("python3 reload.py") or [])
+    assert {"reload.py", "hfconfig.py"} <= reload and "hfblessing.py" not in reload
 
 
 def _git(root: Path, *args: str) -> None:
@@ -167,9 +141,9 @@ def test_a_subdirectory_project_reads_its_own_committed_lock(tmp_path: Path) -> 
     """HEAD:dvc.lock names the repository root's lock: its stages looked 'removed' from the example's."""
     sub = tmp_path / "examples" / "hf"
     sub.mkdir(parents=True)
-    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@thread: {}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@thread: {cmd: x}\n")
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    (sub / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@proc: {}\n")
+    (sub / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@proc: {cmd: x}\n")
     (sub / "dvc.yaml").write_text("stages: {}\n")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")

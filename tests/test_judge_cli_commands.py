@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import PARAMS
 from contracts.errors import XtrainError
@@ -34,7 +35,7 @@ from gates.reading.artifacts import ArtifactError, NonFinite, StageNotRun
 from judge_trees import Tree
 from params.project import load_judging
 
-THRESHOLDS = load_judging(PARAMS).thresholds
+THRESHOLDS = {k: v for k, v in load_judging(PARAMS).thresholds.items() if k != "scope"}  # the fixture's
 SEALS_THRESHOLD = catalogue.SEALS.threshold(THRESHOLDS)
 N_GATES = len(catalogue.GATES)
 
@@ -43,7 +44,9 @@ N_GATES = len(catalogue.GATES)
 def root(tmp_path: Path) -> Path:
     """A project whose pipeline is one stage, `hello`, that ran and wrote out.txt: every gate but
     the seals has nothing to judge (skip), the seals pass."""
-    shutil.copy(PARAMS, tmp_path / "params.yaml")
+    params = yaml.safe_load(PARAMS.read_text())
+    del params["gates"]["scope"]  # not our pipeline: it declares no scope (gates/reading/scope.py)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     (tmp_path / "dvc.yaml").write_text("stages:\n  hello:\n    cmd: echo hi\n    outs:\n      - out.txt\n")
     (tmp_path / "out.txt").write_text("hi\n")
     md5 = md5_file(tmp_path / "out.txt")
@@ -72,7 +75,8 @@ def test_check_writes_the_report_and_prints_the_table(root: Path, capsys) -> Non
     assert rep["environment"]["training_env_id"] is None  # runs/single is not in this pipeline
     seals = next(g for g in rep["gates"] if g["id"] == "seals")
     assert seals == {"artifacts": {}, "id": "seals", "measured": 1, "status": "pass",
-                     "message": "1 files of 1 stages equal dvc.lock", "threshold": SEALS_THRESHOLD}  # fmt: skip
+                     "message": "1 files of 1 stages equal dvc.lock; scope not declared (gates.scope.stages): "
+                     "judged the stages dvc.yaml defines", "threshold": SEALS_THRESHOLD}  # fmt: skip
     assert "seals" in out and f"report: {root / 'reports' / 'gates.json'}; exit 0" in out
     assert err.startswith(f"checked {N_GATES} gates in ") and err.endswith("s\n")
 

@@ -7,6 +7,7 @@ these, so each is pinned here in-process, torch- and DVC-free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -14,8 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contracts.validate import ValidationError
 from contracts.yamlfile import load_pipeline_text
 from gates.reading.dvclock import (
+    CHUNK,
     DvcLock,
     LockError,
     _committed_stages,
@@ -23,6 +26,8 @@ from gates.reading.dvclock import (
     cache_dir,
     dir_listing,
     dir_md5,
+    istext,
+    md5_dos2unix,
 )
 from gates.reading.dvcyaml import DvcYamlError, pipeline_stages
 
@@ -62,21 +67,37 @@ def test_dir_listing_through_a_lock_hashes_each_file_once(tmp_path: Path) -> Non
     assert lock.md5("d/a.txt") == "cached" and dir_listing(d, lock)[0]["md5"] == "cached"
 
 
+RULE = "(rule: DVC's schema of this file; dvc status refuses it too)"
+
+
 def test_stages_of_reads_a_lock_file_and_refuses_anything_else() -> None:
+    """DVC's lock file schema (gates/reading/dvcschema.py), one line naming DVC's reason: issue #51's
+    `probes: deps: x` gave an AttributeError traceback and exit 1."""
     text = "schema: '2.0'\nstages:\n  a: {cmd: x}\n"
     assert _stages_of(load_pipeline_text(text, "f"), "f") == {"a": {"cmd": "x"}}
-    assert _stages_of(None) == {} and _stages_of({}) == {} and _stages_of({"stages": None}) == {}
-    assert _stages_of({"stages": {"a": {}}}) == {"a": {}}  # no schema key: DVC's own default, 2.0
-    for data in ([1], "x", {"schema": "1.0"}, {"schema": 2.0}, {"stages": {}, "other": 1}):
+    assert _stages_of({"schema": "2.0"}) == {} and _stages_of({"schema": "2.0", "stages": {}}) == {}
+    for data, reason in (
+        (None, "required key not provided, in schema"),  # an empty file
+        ({"stages": {"a": {"cmd": "x"}}}, "required key not provided, in schema"),
+        ([1], "expected a dictionary"),
+        ("x", "expected a dictionary"),
+        ({"schema": "1.0"}, "invalid schema version, in schema"),
+        ({"schema": 2.0}, "invalid schema version, in schema"),
+        ({"schema": "2.0", "other": 1}, "extra keys not allowed, in other"),
+        ({"schema": "2.0", "stages": None}, "expected a dictionary, in stages"),
+        ({"schema": "2.0", "stages": [1]}, "expected a dictionary, in stages"),
+        ({"schema": "2.0", "stages": {"a": None}}, "expected a dictionary, in stages -> a"),
+        ({"schema": "2.0", "stages": {"a": {"cmd": "x"}, "b": 3}}, "expected a dictionary, in stages -> b"),
+        ({"schema": "2.0", "stages": {"a": {}}}, "required key not provided, in stages -> a -> cmd"),
+        ({"schema": "2.0", "stages": {"probes": {"cmd": "x", "deps": "x"}}}, "expected a list, in stages -> probes -> deps"),
+        ({"schema": "2.0", "stages": {"a": {"cmd": "x", "outs": [{"md5": "mm1"}]}}},
+         "required key not provided, in stages -> a -> outs -> 0 -> path"),
+    ):  # fmt: skip
         with pytest.raises(LockError) as e:
             _stages_of(data, "where/dvc.lock")
-        assert str(e.value) == "where/dvc.lock: not a DVC lock file (schema '2.0' and its stages)"
-    for data in ({"stages": [1]}, {"stages": {"a": None}}, {"stages": {"a": {}, "b": 3}}):
-        with pytest.raises(LockError) as e:
-            _stages_of(data, "where/dvc.lock")
-        assert str(e.value) == "where/dvc.lock: stages: not a mapping of stage entries"
-    with pytest.raises(LockError, match=r"^dvc.lock: stages: "):
-        _stages_of({"stages": 3})
+        assert str(e.value) == f"where/dvc.lock: {reason} {RULE}"
+    with pytest.raises(LockError, match=r"^dvc.lock: expected a dictionary, in stages "):
+        _stages_of({"schema": "2.0", "stages": 3})
 
 
 DVC_YAML = """
@@ -119,7 +140,7 @@ def test_pipeline_stages_expands_foreach_and_lists_every_out(tmp_path: Path) -> 
     (tmp_path / "dvc.yaml").write_text(DVC_YAML + "  odd: 3\n")
     with pytest.raises(DvcYamlError) as e:
         pipeline_stages(tmp_path)
-    assert str(e.value) == f"{tmp_path / 'dvc.yaml'}: stage odd: not a mapping"
+    assert str(e.value) == f"{tmp_path / 'dvc.yaml'}: expected a dictionary, in stages -> odd {RULE}"
 
 
 def test_pipeline_stages_needs_a_readable_dvc_yaml(tmp_path: Path) -> None:
@@ -132,14 +153,15 @@ def test_pipeline_stages_needs_a_readable_dvc_yaml(tmp_path: Path) -> None:
         pipeline_stages(tmp_path)
     path.write_text("")
     assert pipeline_stages(tmp_path) == {}
-    path.write_text("- a\n")  # a list is no pipeline (before the merge: read as one without stages)
-    with pytest.raises(DvcYamlError, match=rf"^{path}: not a DVC pipeline \(a mapping of artifacts, "):
+    path.write_text("- a\n")  # a list is no pipeline: DVC's schema refuses it
+    with pytest.raises(DvcYamlError) as e:
         pipeline_stages(tmp_path)
+    assert str(e.value) == f"{path}: expected a dictionary {RULE}"
     path.write_text("stages: {}\n")  # DvcLock.read turns each into a LockError (exit 2)
-    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     assert DvcLock.read(tmp_path).pipeline == {}
     path.write_text("- a\n")
-    with pytest.raises(LockError, match=rf"^{path}: not a DVC pipeline"):
+    with pytest.raises(LockError, match=rf"^{path}: expected a dictionary"):
         DvcLock.read(tmp_path)
 
 
@@ -188,7 +210,7 @@ def test_pipeline_out_and_out_find_the_out_holding_a_path() -> None:
 
 
 def test_changed_says_why_a_file_out_differs(tmp_path: Path) -> None:
-    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "md5": A_MD5}]}})
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "hash": "md5", "md5": A_MD5}]}})
     assert lock.changed("f.txt", A_MD5) is None
     assert lock.changed("f.txt", B_MD5) == f"f.txt: md5 {B_MD5}, dvc.lock recorded {A_MD5}"
     assert lock.changed("other.txt", B_MD5) is None  # not an out: nothing recorded to differ from
@@ -228,7 +250,7 @@ def test_read_needs_dvc_lock_and_reads_all_three_sources(tmp_path: Path) -> None
     assert DvcLock.read(tmp_path).committed == set()  # no HEAD yet
     subprocess.run([*git, "add", "dvc.lock"], check=True)
     subprocess.run([*git, "commit", "-qm", "lock"], check=True)
-    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     lock = DvcLock.read(tmp_path)
     assert (lock.root, lock.stages, lock.committed) == (tmp_path, {}, {"train"})
     assert lock.pipeline == outs_of(tmp_path) and lock.removed("train")
@@ -245,13 +267,16 @@ def test_committed_stages_is_empty_outside_git_or_for_a_broken_head(tmp_path: Pa
     assert _committed_stages(tmp_path) == set()
     sub = tmp_path / "project"
     sub.mkdir()
-    (sub / "dvc.lock").write_text("stages:\n  inner: {}\n")
+    (sub / "dvc.lock").write_text("schema: '2.0'\nstages:\n  inner: {cmd: x}\n")
     subprocess.run([*git, "add", "project/dvc.lock"], check=True)
     subprocess.run([*git, "commit", "-qm", "sub"], check=True)
     assert _committed_stages(sub) == {"inner"}  # ./dvc.lock beside dvc.yaml, not the repository root's
     for text, what in (
-        (b"stages:\n  a: {cmd: '\xff'}\n", "not UTF-8 (text=True raised UnicodeDecodeError)"),
-        (b"stages:\n  a: &a {cmd: x}\n  b: *a\n", "an alias, refused as in the working dvc.lock"),
+        (b"schema: '2.0'\nstages:\n  a: {cmd: '\xff'}\n", "not UTF-8 (text=True raised UnicodeDecodeError)"),
+        (
+            b"schema: '2.0'\nstages:\n  a: &a {cmd: x}\n  b: *a\n",
+            "an alias, refused as in the working dvc.lock",
+        ),
         (b"- 1\n", "no lock file"),
     ):
         (sub / "dvc.lock").write_bytes(text)
@@ -282,7 +307,7 @@ def test_read_names_the_missing_or_broken_lock(tmp_path: Path) -> None:
     (tmp_path / "dvc.lock").write_text("- 1\n")
     with pytest.raises(LockError) as e:
         DvcLock.read(tmp_path)
-    assert str(e.value) == f"{tmp_path / 'dvc.lock'}: not a DVC lock file (schema '2.0' and its stages)"
+    assert str(e.value) == f"{tmp_path / 'dvc.lock'}: expected a dictionary {RULE}"
 
 
 def test_outs_ending_in_a_slash_or_an_x_and_entries_without_path_or_md5() -> None:
@@ -310,3 +335,116 @@ def test_a_folder_listing_hashes_through_the_locks_cache(tmp_path: Path) -> None
     lock = lock_of(tmp_path, {})
     assert lock.listing("d") == dir_listing(tmp_path / "d")
     assert lock._md5 == {"d/a.txt": A_MD5, "d/sub/b.txt": B_MD5} and lock.listing("d") is lock.listing("d")
+
+
+# -- issue #51: DVC's ignore rules and DVC 2's hashes ---------------------------------------------------------
+
+CRLF = b"a\r\nb\r\n"  # md5-dos2unix: the md5 of b"a\nb\n"
+AB_MD5 = hashlib.md5(b"a\nb\n").hexdigest()
+
+
+def test_istext_as_dvc_datas_istextblock() -> None:
+    assert istext(b"") and istext(b"plain text\r\n") and istext(b"\xff" * 3 + b"a" * 7)
+    assert not istext(b"a\x00b") and not istext(b"\xff" * 4 + b"a" * 6)
+    assert istext(b"\x01" * 30 + b"a" * 70) and not istext(b"\x01" * 31 + b"a" * 69)
+
+
+def test_md5_dos2unix_turns_crlf_into_lf_in_text_chunks_only(tmp_path: Path) -> None:
+    (tmp_path / "t").write_bytes(CRLF)
+    (tmp_path / "b").write_bytes(b"\x00" + CRLF)
+    (tmp_path / "e").write_bytes(b"")
+    assert md5_dos2unix(tmp_path / "t") == AB_MD5
+    assert md5_dos2unix(tmp_path / "b") == hashlib.md5(b"\x00" + CRLF).hexdigest()
+    assert md5_dos2unix(tmp_path / "e") == hashlib.md5(b"").hexdigest()
+    big = b"a\r\n" * (CHUNK // 3) + b"x" * (CHUNK % 3) + b"\x00\r\n"  # the second chunk is binary
+    (tmp_path / "big").write_bytes(big)
+    first, second = big[:CHUNK], big[CHUNK:]
+    want = hashlib.md5(first.replace(b"\r\n", b"\n") + second).hexdigest()
+    assert md5_dos2unix(tmp_path / "big") == want
+
+
+def test_a_dvc2_entry_is_hashed_as_dvc2_did(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_bytes(CRLF)
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "md5": AB_MD5}]}})  # no `hash: md5`
+    assert lock.legacy("f.txt") and lock.md5("f.txt", legacy=True) == AB_MD5
+    assert lock.md5("f.txt") == hashlib.md5(CRLF).hexdigest() and lock._legacy == {"f.txt": AB_MD5}
+    assert lock.changed("f.txt", "anything") is None  # the recorded md5 is the dos2unix one
+    three = lock_of(tmp_path, {"s": {"outs": [{"path": "f.txt", "hash": "md5", "md5": AB_MD5}]}})
+    assert not three.legacy("f.txt") and three.changed("f.txt", three.md5("f.txt")) == (
+        f"f.txt: md5 {hashlib.md5(CRLF).hexdigest()}, dvc.lock recorded {AB_MD5}"
+    )
+    assert not three.legacy("other.txt") and lock.out_entry("other") is None
+    assert lock.out_entry("f.txt") == ("f.txt", {"path": "f.txt", "md5": AB_MD5})
+
+
+def test_a_dvc2_folder_is_listed_with_dvc2_hashes(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "t").write_bytes(CRLF)
+    now = dir_md5([{"md5": AB_MD5, "relpath": "t"}])
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "d", "md5": now}]}})
+    assert lock.listing("d", legacy=True) == [{"md5": AB_MD5, "relpath": "t"}]
+    assert lock.folder_changes("d", now) == [] and lock.changed("d/t", "x") is None
+    assert lock.listing("d") == [{"md5": hashlib.md5(CRLF).hexdigest(), "relpath": "t"}]
+    assert set(lock._dirs) == {("d", True), ("d", False)}
+
+
+def test_a_folder_is_listed_through_dvcs_ignore_rules(tmp_path: Path) -> None:
+    d = folder(tmp_path)
+    (d / ".git").write_text("x\n")
+    (d / "j.tmp").write_text("x\n")
+    (tmp_path / ".dvcignore").write_text("*.tmp\n")
+    lock = DvcLock(tmp_path, {})
+    assert lock.ignore is lock.ignore and lock.ignore.root == str(tmp_path.resolve())
+    assert dir_listing(d, lock) == [
+        {"md5": A_MD5, "relpath": "a.txt"},
+        {"md5": B_MD5, "relpath": "sub/b.txt"},
+    ]
+    assert len(dir_listing(d)) == 4  # without a lock: every file (a plain listing)
+    (d / "sub" / ".dvcignore").write_text("b.txt\n")
+    with pytest.raises(ValidationError) as e:
+        DvcLock(tmp_path, {}).listing("d")
+    assert str(e.value) == (
+        f"d: .dvcignore file should not be in collected dir path: '{d.resolve()}/sub' (rule: DVC refuses to "
+        "hash such a folder)"
+    )
+
+
+def test_an_out_dvcignore_hides_is_refused_as_dvc_refuses_it(tmp_path: Path) -> None:
+    (tmp_path / "dvc.yaml").write_text("stages:\n  s:\n    cmd: x\n    outs: [out/a.txt, out/b.txt]\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    assert DvcLock.read(tmp_path).pipeline == {"s": ["out/a.txt", "out/b.txt"]}
+    (tmp_path / ".dvcignore").write_text("out/b.txt\n")
+    with pytest.raises(LockError) as e:
+        DvcLock.read(tmp_path)
+    assert str(e.value) == (
+        f"{tmp_path / 'dvc.yaml'}: stage s: out out/b.txt is ignored by .dvcignore (rule: DVC refuses an out "
+        "its ignore rules hide; dvc status refuses it too)"
+    )
+
+
+def test_md5_dos2unix_judges_a_chunk_by_its_first_512_bytes_exactly(tmp_path: Path) -> None:
+    """512 text bytes, then a NUL: the chunk is text (DVC reads 512); CRLF after the NUL converted too."""
+    head = (b"a\r\n" * 171)[:512]
+    data = head + b"\x00" + b"b\r\n"
+    (tmp_path / "f").write_bytes(data)
+    assert md5_dos2unix(tmp_path / "f") == hashlib.md5(data.replace(b"\r\n", b"\n")).hexdigest()
+    assert not istext(data[:513]) and istext(data[:512])
+
+
+def test_an_out_entry_found_through_its_folder_keeps_its_path(tmp_path: Path) -> None:
+    lock = lock_of(tmp_path, {"s": {"outs": [{"path": "d/", "md5": "m.dir"}, {"md5": "nopath"}]}})
+    assert lock.out_entry("d/x") == ("d/", {"path": "d/", "md5": "m.dir"}) and lock.out("d/x") == (
+        "d/",
+        "m.dir",
+    )
+    assert lock.out("") == ("", "nopath") and lock.legacy("") and lock.legacy("d/x")
+
+
+def test_an_out_holding_a_nested_project_is_listed_empty_not_refused(tmp_path: Path) -> None:
+    """As dvc status: hashed without the nested project's files (modified), never refused as ignored."""
+    (tmp_path / "dvc.yaml").write_text("stages:\n  s:\n    cmd: x\n    outs: [out/p]\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    (tmp_path / "out" / "p" / ".dvc").mkdir(parents=True)
+    (tmp_path / "out" / "p" / "g").write_text("g\n")
+    lock = DvcLock.read(tmp_path)  # not refused
+    assert lock.listing("out/p") == [] and lock.ignore.subrepos

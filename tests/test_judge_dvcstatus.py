@@ -23,7 +23,9 @@ from gates.reading.dvcstatus import (
     ParamsFiles,
     blessed,
     dig,
+    dvc_parsed,
     entries,
+    frozen,
     key_change,
     leaf_diffs,
     md5_now,
@@ -137,10 +139,19 @@ def test_params_files_are_read_as_dvc_reads_them_once(tmp_path: Path) -> None:
     assert files("p.yml") == {"a": 1} and files("p.json") == {"b": [1, 2]}
     (tmp_path / "params.yaml").write_text("lr: 2\n")
     assert files("params.yaml")["lr"] == 1e-06 and set(files.cache) == {"params.yaml", "p.yml", "p.json"}
-    (tmp_path / "p.toml").write_text("a = 1\n")
+    (tmp_path / "p.toml").write_text("a = 1\r\n[t]\nb = 'two'\n")  # issue #51: refused, DVC reads it
+    (tmp_path / "p.py").write_text("A = 1\nT = (2, 4)\n")
+    (tmp_path / "p.txt").write_text("a: 1\n")  # any other suffix: YAML, as DVC's LOADERS
+    (tmp_path / "e.json").write_text("null")  # DVC: json.loads(text) or {}
+    assert files("p.toml") == {"a": 1, "t": {"b": "two"}} and files("p.py") == {"A": 1, "T": (2, 4)}
+    assert files("p.txt") == {"a": 1} and files("e.json") == {}
+    (tmp_path / "bad.toml").write_text("a = \n")
     with pytest.raises(ValidationError) as e:
-        files("p.toml")
-    assert str(e.value) == f"{tmp_path / 'p.toml'}: a params file the gates read only as YAML or JSON"
+        files("bad.toml")
+    assert str(e.value).startswith(f"{tmp_path / 'bad.toml'}: DVC cannot read it: ")
+    (tmp_path / "bad.py").write_text("A = (\n")
+    with pytest.raises(ValidationError, match=r"bad\.py: DVC cannot read it: "):
+        files("bad.py")
 
 
 def test_key_change_of_each_state() -> None:
@@ -292,3 +303,81 @@ def test_status_lists_only_stages_defined_recorded_and_changed(tmp_path: Path) -
         ("param", "new"),
         ("out", "modified"),
     ]
+
+
+# -- issue #51: DVC 2 entries, a Python file's tuples, frozen stages ------------------------------------------
+
+
+def test_an_entry_without_hash_md5_is_compared_as_dvc2_hashed_it(tree: Path) -> None:
+    (tree / "crlf.txt").write_bytes(b"a\r\nb\r\n")
+    (tree / "d" / "c.txt").write_bytes(b"c\r\n")
+    lk, lf = lock(tree, {}), md5_file_bytes(b"a\nb\n")
+    assert md5_now(lk, "crlf.txt", legacy=True) == lf != md5_now(lk, "crlf.txt")
+    assert md5_now(lk, "d", legacy=True) == dir_md5(
+        [
+            {"md5": md5_file(tree / "d" / "a.txt"), "relpath": "a.txt"},
+            {"md5": md5_file_bytes(b"c\n"), "relpath": "c.txt"},
+        ]
+    )
+    assert path_change(lk, "s", "dep", "crlf.txt", {"md5": lf}) is None  # DVC 2: fresh (dvc status agrees)
+    raw = path_change(lk, "s", "dep", "crlf.txt", {"md5": lf, "hash": "md5"})  # DVC 3: the bytes moved
+    assert (
+        raw.state == "modified"
+        and raw.why == f"dep crlf.txt md5 {md5_file(tree / 'crlf.txt')}, dvc.lock recorded {lf}"
+    )
+    assert path_change(lk, "s", "dep", "crlf.txt", None).why.endswith(
+        f"(md5 now {md5_file(tree / 'crlf.txt')})"
+    )
+
+
+def md5_file_bytes(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.md5(data).hexdigest()
+
+
+def test_a_python_params_files_tuple_equals_the_recorded_list_at_the_top_only() -> None:
+    assert (
+        key_change("s", "p.py", "T", (2, 4), [2, 4]) == []
+        and key_change("s", "p.py", "T", [2, 4], [2, 4]) == []
+    )
+    assert key_change("s", "p.py", "T", (2, 5), [2, 4])[0].state == "modified"
+    assert key_change("s", "p.py", "N", {"t": (2, 4)}, {"t": [2, 4]})[0].name == "p.py N.t"  # DVC: modified
+    assert key_change("s", "p.py", "T", (2, 4), (2, 4)) == []
+
+
+def test_frozen_lists_each_frozen_stage_with_its_changed_deps_and_params(tmp_path: Path) -> None:
+    lk, d = stage_tree(tmp_path)
+    lk.definitions["s"] = StageDef(d.cmd, d.deps, d.params, d.outs, frozen=True)
+    lk.definitions["plain"] = d
+    lk.stages["plain"] = lk.stages["s"]
+    lk.definitions["unrecorded"] = StageDef("x", frozen=True)
+    assert frozen(lk, ["s", "plain", "unrecorded", "nowhere"]) == {"s": []}
+    lk.stages["s"] = {**lk.stages["s"], "cmd": "old"}  # a command or an out is dvc status's, not this
+    (tmp_path / "o.txt").unlink()
+    assert frozen(lk, ["s"]) == {"s": []}
+    (tmp_path / "code.py").write_text("x = 2\n")
+    (tmp_path / "params.yaml").write_text("train:\n  lr: 0.2\nseed: 1\n")
+    lk = DvcLock(tmp_path, lk.stages, set(), {}, lk.definitions)  # a new check: each file hashed anew
+    changed = frozen(lk, ["s", "plain"])
+    assert list(changed) == ["s"] and [(c.kind, c.name) for c in changed["s"]] == [
+        ("dep", "code.py"), ("param", "params.yaml train.lr"),
+    ]  # fmt: skip
+    assert status(lk, ["s"]) == {"s": [c for c in status(lk, ["s"])["s"] if c.kind in ("cmd", "out")]}
+    assert frozen(lk, []) == {}
+
+
+def test_dvc_parsed_reads_as_dvc_opens_it_and_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_bytes(b'a = """x\r\ny\rz"""\n')  # universal newlines, as DVC's text mode
+    assert dvc_parsed(tmp_path / "p.toml", ".toml") == {"a": "x\ny\nz"}
+    (tmp_path / "p.py").write_bytes(b'A = "x"\r\nB = 2\r')
+    assert dvc_parsed(tmp_path / "p.py", ".py") == {"A": "x", "B": 2}
+    (tmp_path / "bad.toml").write_text("a = \n")
+    with pytest.raises(ValidationError) as e:
+        dvc_parsed(tmp_path / "bad.toml", ".toml")
+    assert str(e.value).startswith(f"{tmp_path / 'bad.toml'}: DVC cannot read it: unable to read: '")
+    assert str(e.value).endswith("/bad.toml', TOML file structure is corrupted")  # DVC names it as it likes
+    (tmp_path / "bin.toml").write_bytes(b"a = '\xff'\n")
+    with pytest.raises(ValidationError) as e:
+        dvc_parsed(tmp_path / "bin.toml", ".toml")
+    assert str(e.value).startswith(f"{tmp_path / 'bin.toml'}: byte ")

@@ -163,7 +163,7 @@ def test_stages_of_a_bad_pipeline_is_a_campaign_error(tmp_path: Path) -> None:
         mutate.stages(tmp_path, [])
     assert e.value.exit_code == 2
     (tmp_path / "dvc.yaml").write_text("stages: [a, b]\n")
-    with pytest.raises(mutate.CampaignError, match="not a DVC pipeline"):
+    with pytest.raises(mutate.CampaignError, match="expected a dictionary, in stages"):
         mutate.stages(tmp_path, [])
 
 

@@ -52,7 +52,9 @@ def test_a_project_file_takes_the_harness_sections_it_leaves_out(tmp_path: Path)
     own = {"cross_rank": {"max_abs": 1e-3}}
     params = load_judging(write(tmp_path, {"lr": 3, "gates": own}))
     assert params.raw["lr"] == 3 and params.raw["gates"]["cross_rank"] == {"max_abs": 1e-3}
-    assert params.defaults == tuple(sorted(k for k in harness_thresholds() if k != "cross_rank"))
+    assert params.defaults == tuple(
+        sorted(k for k in harness_thresholds() if k not in ("cross_rank", "scope"))
+    )
     assert params.raw["gates"]["loss_match"] == harness_thresholds()["loss_match"]
     assert not params.describes_runs and params.source == str(tmp_path / "own.yaml")
     assert (
@@ -60,9 +62,22 @@ def test_a_project_file_takes_the_harness_sections_it_leaves_out(tmp_path: Path)
         == f"own.yaml (gates.{', gates.'.join(params.defaults)}: {HARNESS_PARAMS})"
     )
     nothing = load_judging(write(tmp_path, {"lr": 3}))
-    assert (
-        nothing.defaults == tuple(sorted(harness_thresholds()))
-        and nothing.raw["gates"] == harness_thresholds()
+    harness = {k: v for k, v in harness_thresholds().items() if k != "scope"}
+    assert nothing.defaults == tuple(sorted(harness)) and nothing.raw["gates"] == harness
+
+
+def test_a_project_never_takes_the_harness_scope(tmp_path: Path) -> None:
+    """The harness declares its own pipeline's stages (issue #51): a project that declares none is judged
+    on what its dvc.yaml defines, never held to train@thread, export, pilot...; its own is its own."""
+    assert "scope" in harness_thresholds() and project.OWN == ("scope",)
+    assert "scope" not in load_judging(write(tmp_path, {"gates": {}})).raw["gates"]
+    assert "scope" not in project_thresholds({}, "s")[1]
+    own = {"scope": {"stages": ["train_single"]}}
+    params = load_judging(write(tmp_path, {"gates": own}))
+    assert params.raw["gates"]["scope"] == {"stages": ["train_single"]} and "scope" not in params.defaults
+    bad = write(tmp_path, {"gates": {"scope": {"stages": []}}})
+    assert refusal(load_judging, bad).startswith(
+        f"{bad}: gates.scope.stages: [] is invalid (rule: minItems 1)"
     )
 
 
@@ -83,7 +98,7 @@ def test_a_project_gates_section_is_validated_in_full(tmp_path: Path) -> None:
     assert (
         refusal(load_judging, path) == f"{path}: expected a mapping at the top level (rule: a YAML mapping)"
     )
-    assert project_thresholds(None, "s")[1] == tuple(sorted(harness_thresholds()))
+    assert project_thresholds(None, "s")[1] == tuple(sorted(k for k in harness_thresholds() if k != "scope"))
 
 
 def test_without_the_harness_a_missing_section_says_so(tmp_path: Path, monkeypatch) -> None:

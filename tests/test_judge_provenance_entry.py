@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.fileio import md5_file
 from contracts.machine import facts_hash
 from gates.judges.provenance import THRESHOLD, provenance, repro_record, reuse_text, uncached_problems
 from gates.reading.artifacts import ArtifactError
+from registry.sealed import seal
 
 MACHINE = {"cpu": {"model_name": "Some CPU", "isa": ["avx2"]}, "torch": "2.13.0+cpu"}
 HERE = facts_hash(MACHINE)
@@ -74,7 +76,9 @@ def repro(root: Path, stages: dict[str, str], pulled: bool = False, remote: str 
         "stages": stages,
         "jobs": 1,
         "timings": {},
+        "dvc_lock_md5": md5_file(root / "dvc.lock") if (root / "dvc.lock").is_file() else None,
     }
+    rec = seal(rec)  # as pipeline/repro.py writes it
     (root / "reports").mkdir(exist_ok=True)
     (root / "reports" / "repro.json").write_text(json.dumps(rec))
     return rec
@@ -144,9 +148,52 @@ def test_the_repro_record_is_read_validated_or_absent(tmp_path: Path) -> None:
         repro_record(tmp_path)
     assert str(e.value) == (
         f'{tmp_path}/reports/repro.json: stages.env: "stolen" is invalid (rule: one of "ran", "restored", '
-        '"unchanged")'
+        '"unchanged"); next: rerun python -m pipeline.repro, or delete reports/repro.json'
     )
     assert e.value.__cause__ is None
+
+
+HAND = (
+    "reports/repro.json: content_sha256 does not match its content: edited by hand (rule: only python -m "
+    "pipeline.repro writes it); next: rerun python -m pipeline.repro, or delete reports/repro.json"
+)
+
+
+def test_a_hand_written_or_edited_repro_record_is_an_error(tmp_path: Path) -> None:
+    """Issue #51: a hand-written reports/repro.json with every stage "ran" passed provenance (not sealed)."""
+    rec = repro(tmp_path, {"train_single": "restored"})
+    path = tmp_path / "reports" / "repro.json"
+    path.write_text(json.dumps({**rec, "stages": {"train_single": "ran"}}))  # the seal left as it was
+    with pytest.raises(ArtifactError) as e:
+        repro_record(tmp_path)
+    assert str(e.value) == HAND
+    path.write_text(json.dumps({k: v for k, v in rec.items() if k != "content_sha256"}))  # no seal at all
+    with pytest.raises(ArtifactError, match=r"repro\.json: content_sha256: missing required key"):
+        repro_record(tmp_path)
+    path.write_text(json.dumps({**rec, "content_sha256": "0" * 64}))
+    with pytest.raises(ArtifactError) as e:
+        repro_record(tmp_path)
+    assert str(e.value) == HAND
+    resealed = seal(
+        {**rec, "stages": {"train_single": "ran"}}
+    )  # the one forger out of scope (docs/verdicts.md)
+    path.write_text(json.dumps(resealed))
+    assert repro_record(tmp_path) == resealed
+
+
+def test_a_record_of_another_dvc_lock_is_not_used(tmp_path: Path) -> None:
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    rec = repro(tmp_path, {"train_single": "restored"})
+    assert repro_record(tmp_path) == rec  # of this dvc.lock
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {x: {cmd: y}}\n")  # a later dvc repro
+    assert repro_record(tmp_path) == {**rec, "stages": None}
+    assert reuse_text(repro_record(tmp_path)) == (
+        "reuse not recorded (reports/repro.json is of another dvc.lock: an earlier repro)"
+    )
+    (tmp_path / "dvc.lock").unlink()
+    assert repro_record(tmp_path)["stages"] is None  # recorded one, none now
+    rec = repro(tmp_path, {"env": "ran"})  # no dvc.lock when it was written, none now: this tree's
+    assert rec["dvc_lock_md5"] is None and repro_record(tmp_path) == rec
 
 
 def test_reuse_not_recorded() -> None:

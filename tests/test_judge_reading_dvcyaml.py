@@ -1,9 +1,9 @@
 """gates/reading/dvcyaml.py under mutation (docs/judge-mutation.md): dvc.yaml as DVC resolves it, in-process.
 
-Each rule of the reader (foreach expansion, `${}` interpolation, params, outs/metrics/plots, the forms
-it refuses) on small dvc.yaml files written by hand, with the exact stages, deps, outs and params and
-the exact one-line errors. The expected expansions are what DVC 3's own resolver (dvc.parsing) gives
-for the same files; tests/test_seals_dvc_status.py holds the whole reader equal to real `dvc status`.
+Each rule of the reader (the context, selection, the grammar, to_str, DVC's validate_value, foreach
+names, vars merging, the forms it refuses) on small values and files written by hand, with the exact
+stages and one-line errors. The expected values are what DVC 3's own code (dvc.parsing) gives for the
+same input; tests/test_seals_dvc_status.py holds the whole reader equal to real `dvc status`.
 """
 
 from __future__ import annotations
@@ -15,412 +15,480 @@ import pytest
 
 from gates.reading.dvcyaml import (
     DvcYamlError,
+    Node,
     Out,
     StageDef,
-    _entry_paths,
-    _foreach_items,
+    _outs,
     _params,
+    checked,
     context,
     expand,
-    interpolate,
-    lookup,
+    expression,
+    foreach_keys,
+    merge,
+    parsing_config,
     pipeline_stages,
+    plain,
+    resolve,
+    resolve_str,
+    resolved,
+    select,
     stage_def,
+    to_str,
 )
 
-W = "dvc.yaml: stage s"
 CTX = {"a": {"b": 3, "c": [10, 20]}, "flag": True, "off": False, "name": "tiny", "f": 0.5, "n": None}
+RULE = "(rule: DVC's schema of this file; dvc status refuses it too)"
 
 
-def raises(fn, *args: Any) -> str:
+def refusal(fn, *args: Any) -> str:
     with pytest.raises(DvcYamlError) as e:
         fn(*args)
     return str(e.value)
 
 
-# -- lookup ---------------------------------------------------------------------------------------------------
+# -- the context ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [("a", {"b": 3, "c": [10, 20]}), ("a.b", 3), ("a.c.0", 10), ("a.c.1", 20), ("name", "tiny"), ("n", None)],
-)
-def test_lookup_walks_mappings_and_list_indices(name: str, value: Any) -> None:
-    assert lookup(CTX, name, W) == value
+def test_plain_drops_keys_that_are_not_strings_as_dvcs_ctxdict() -> None:
+    assert plain({"a": {1: "x", "b": [{2: 3, "c": None}]}, 5: 6, "t": True}, "p") == {
+        "a": {"b": [{"c": None}]},
+        "t": True,
+    }
+    assert plain([1, 2.5, "s", b"b"], "p") == [1, 2.5, "s", b"b"] and plain(None, "p") is None
 
 
-@pytest.mark.parametrize("name", ["a.c.2", "a.c.-1", "a.c.x", "a.d", "b", "a.b.c", "name.0", "a.c.0.x", ""])
-def test_lookup_of_nothing_names_the_stage_and_the_name(name: str) -> None:
-    assert (
-        raises(lookup, CTX, name, W) == f"dvc.yaml: stage s: ${{{name}}} names nothing in vars or params.yaml"
+def test_plain_refuses_a_value_dvc_cannot_hold_naming_where_as_dvc() -> None:
+    assert refusal(plain, {"a": [1, {"d": DATE}]}, "params.yaml") == (
+        "Unsupported value of type 'date' in 'params.yaml:a.1.d'"
     )
+    assert refusal(plain, [DATE], "vars[0]") == "Unsupported value of type 'date' in 'vars[0]:0'"
+    assert refusal(plain, DATE, "<local>", "item") == "Unsupported value of type 'date' in '<local>:item'"
 
 
-# -- interpolate ----------------------------------------------------------------------------------------------
+DATE = __import__("datetime").date(2026, 1, 1)  # YAML reads 2026-01-01 as a date, for DVC as for the gates
 
 
 @pytest.mark.parametrize(
-    ("value", "out"),
+    ("expr", "value"),
     [
-        ("${a.b}", 3),  # a whole-string one keeps its type
+        ("a", {"b": 3, "c": [10, 20]}),
+        ("a.b", 3),
+        ("a.c.0", 10),
+        ("a.c[1]", 20),
+        ("a[c][0]", 10),
+        ("a.c[-1]", 20),  # DVC takes int() of a list's index
+        (" a . b ", 3),  # a mapping's key is stripped
+        ("a.c[ 1]", 20),
+        ("n", None),
+        ("name", "tiny"),
+    ],
+)
+def test_select_as_dvcs_context(expr: str, value: Any) -> None:
+    assert select(CTX, expr) == value
+
+
+@pytest.mark.parametrize(
+    "expr", ["a.c.2", "a.c.x", "a.d", "b", "a.b.c", "name.0", "a.c.0.x", "", "a..b", "flag.x"]
+)
+def test_select_of_nothing_is_could_not_find(expr: str) -> None:
+    assert refusal(select, CTX, expr) == f"Could not find '{expr}'"
+
+
+@pytest.mark.parametrize("inner", ["a", "a.b", "a[0]", "a.b[1].c", " a ", "a-b$", "a b"])
+def test_expressions_dvcs_grammar_takes(inner: str) -> None:
+    assert expression(inner) == inner
+
+
+@pytest.mark.parametrize("inner", ["", "a..b", "a.[0]", "a[]", "[0]", "a[0", "a]", "a.", ".a"])
+def test_expressions_dvcs_grammar_refuses(inner: str) -> None:
+    assert refusal(expression, inner) == f"${{{inner}}} is not an expression DVC parses"
+
+
+# -- writing a value into a string, DVC's validate_value ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "config", "text"),
+    [
+        ("s", {}, "s"),
+        (3, {}, "3"),
+        (0.5, {}, "0.5"),
+        (True, {}, "true"),
+        (False, {}, "false"),
+        (None, {}, "None"),
+        ({"a": 1, "b": "x y", "on": True, "off": False, "l": [1, "z"]}, {}, "--a 1 --b 'x y' --on --l 1 z"),
+        ({"off": False, "l": [1, 2]}, {"bool": "boolean_optional", "list": "append"}, "--no-off --l 1 --l 2"),
+        ({"n": {"m": 1}}, {}, "--n.m 1"),
+    ],
+)
+def test_to_str_is_dvcs(value: Any, config: dict, text: str) -> None:
+    assert to_str(value, config) == text
+
+
+def test_to_str_refuses_what_dvc_refuses() -> None:
+    assert refusal(to_str, {"l": [[1]]}, {}) == "Cannot interpolate nested iterable in 'l'"
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [(1, "cmd"), ("s", "deps"), (None, "outs"), (b"b", "x"), ({"a": 1}, "cmd"), ([1], "foreach"), ([1], None),
+     ({"a": 1}, "my foreach"), (Node([1]), None), (Node(1), "outs")],
+)  # fmt: skip
+def test_checked_lets_through_what_dvc_does(value: Any, key: str | None) -> None:
+    assert checked(value, key) is value
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "kind"),
+    [
+        ([1], "cmd", "list"),
+        ({"a": 1}, "outs", "dict"),
+        ([1], "deps", "list"),
+        (Node({"a": 1}), "params", "dict"),
+    ],
+)
+def test_checked_refuses_a_collection_outside_foreach(value: Any, key: str, kind: str) -> None:
+    assert refusal(checked, value, key) == f"Cannot interpolate data of type '{kind}'"
+
+
+# -- resolution -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("src", "out"),
+    [
+        ("${a.b}", 3),
         ("${ a.b }", 3),
-        ("${a.c}", [10, 20]),
-        ("${a}", {"b": 3, "c": [10, 20]}),
         ("${flag}", True),
         ("${n}", None),
         ("x${a.b}y", "x3y"),
         ("${a.b}${a.b}", "33"),
-        ("${a.b}/${name}", "3/tiny"),
-        ("--f ${ f } --on ${flag} --off ${off}", "--f 0.5 --on true --off false"),
+        ("--on ${flag} --off ${off} ${f}", "--on true --off false 0.5"),
         ("${n}!", "None!"),
-        ("$a.b {a.b} $ {x}", "$a.b {a.b} $ {x}"),  # no `${`: left as written
         ("plain", "plain"),
         ("", ""),
-        (7, 7),
-        (None, None),
-        (True, True),
-        (["${a.b}", "k${name}", 1], [3, "ktiny", 1]),
-        ({"${name}": "${a.c.1}", "k": {"deep": "${f}"}}, {"tiny": 20, "k": {"deep": 0.5}}),
+        ("\\${a.b}", "${a.b}"),  # escaped: the text, no lookup
+        ("x \\${nope} ${name}", "x ${nope} tiny"),
+        ("\\${x} alone", "${x} alone"),
+        ("$a {a} $ {x}", "$a {a} $ {x}"),
     ],
 )
-def test_interpolate_as_dvc_does(value: Any, out: Any) -> None:
-    got = interpolate(value, CTX, W)
+def test_resolve_str_as_dvc(src: str, out: Any) -> None:
+    got = resolve_str(src, CTX, "deps", {}, False)
     assert got == out and type(got) is type(out)
 
 
-@pytest.mark.parametrize(("name", "kind"), [("a", "dict"), ("a.c", "list")])
-def test_a_collection_inside_a_string_is_refused(name: str, kind: str) -> None:
-    message = raises(interpolate, f"run ${{{name}}} now", CTX, W)
-    assert message == f"dvc.yaml: stage s: ${{{name}}} is a {kind} inside a string"
+def test_a_whole_string_keeps_dvcs_value_node_in_a_foreach() -> None:
+    node = resolve_str("${a.c}", CTX, None, {}, True)
+    assert isinstance(node, Node) and node.value == [10, 20]
+    assert resolve_str("x${a.b}", CTX, None, {}, True) == "x3"
 
 
-def test_interpolate_names_the_missing_name_in_a_string_and_a_nested_value() -> None:
-    assert (
-        raises(interpolate, {"${nope}": 1}, CTX, W) == f"{W}: ${{nope}} names nothing in vars or params.yaml"
+def test_a_dict_is_written_into_a_cmd_and_refused_elsewhere() -> None:
+    assert resolve_str("run ${a}", {"a": {"k": 1}}, "cmd", {}, False) == "run --k 1"
+    assert resolve_str("${a}", {"a": {"k": 1}}, "cmd", {}, False) == {"k": 1}
+    assert refusal(resolve_str, "run ${a}", {"a": {"k": 1}}, "outs", {}, False) == (
+        "Cannot interpolate data of type 'dict'"
     )
+    assert refusal(resolve_str, "${a.c}", CTX, "outs", {}, False) == "Cannot interpolate data of type 'list'"
     assert (
-        raises(interpolate, "x ${nope} y", CTX, W) == f"{W}: ${{nope}} names nothing in vars or params.yaml"
-    )
-    assert (
-        raises(interpolate, {"k": ["${a.z}"]}, CTX, W)
-        == f"{W}: ${{a.z}} names nothing in vars or params.yaml"
+        refusal(resolve_str, "x ${a..b}", CTX, "outs", {}, False) == "${a..b} is not an expression DVC parses"
     )
 
 
-# -- deps, outs and params -------------------------------------------------------------------------------------
+def test_resolve_hands_key_config_and_nodes_to_every_string_it_walks() -> None:
+    """A mapping's keys and values and a list's items are resolved as their stage key says (DVC's
+    validate_value), with .dvc/config's `[parsing]` and, in a foreach, DVC's nodes."""
+    ctx = {"d": {"on": False}, "l": [1]}
+    off = {"bool": "boolean_optional"}
+    for value in ({"x ${d}": 1}, {"k": "x ${d}"}, ["x ${d}"], "x ${d}"):
+        assert "Cannot interpolate data of type 'dict'" in refusal(resolve, value, ctx, "outs", {})
+        assert "--no-on" in str(resolve(value, ctx, "cmd", off))
+    for value in ({"k": "${l}"}, ["${l}"], "${l}"):
+        assert "Cannot interpolate data of type 'list'" in refusal(resolve, value, ctx, "outs", {})
+    for value in ({"k": "${l}"}, ["${l}"]):
+        inner = resolve(value, ctx, None, {}, nodes=True)
+        assert isinstance((inner["k"] if isinstance(inner, dict) else inner[0]), Node)
+    keys = resolve({"${d.on}": 1}, ctx, None, {}, nodes=True)
+    assert [type(k) for k in keys] == [Node] and next(iter(keys)).value is False
+
+
+def test_resolve_walks_mappings_keys_and_lists() -> None:
+    value = {"${name}": ["${a.b}", "k${name}", 1, None], "k": {"deep": "${f}"}, 3: True}
+    assert resolve(value, CTX, "outs", {}) == {"tiny": [3, "ktiny", 1, None], "k": {"deep": 0.5}, 3: True}
+    assert isinstance(resolve(["${a}"], CTX, None, {}, nodes=True)[0], Node)
+    assert refusal(resolve, {"k": ["${a.z}"]}, CTX, "outs", {}) == "Could not find 'a.z'"
+
+
+# -- a stage's definition -------------------------------------------------------------------------------------
+
+
+def test_outs_are_paths_or_one_mapping_of_flags() -> None:
+    assert _outs(
+        ["a.txt", {"m.json": {"cache": False}}, {"n.json": {"persist": True}}, {"p": None}, {7: {}}]
+    ) == [
+        Out("a.txt"),
+        Out("m.json", False),
+        Out("n.json", True),
+        Out("p", True),
+        Out("7", True),
+    ]
+
+
+def test_params_group_keys_by_file_in_order_once() -> None:
+    assert _params(["seed", {"p.toml": ["a", "b"]}, "lr", {"p.toml": ["a", "c"], "whole.yaml": None}]) == (
+        ("params.yaml", ("seed", "lr")),
+        ("p.toml", ("a", "b", "c")),
+        ("whole.yaml", ()),
+    )
+    assert _params([]) == ()
+
+
+def test_stage_def_reads_every_key_dvc_status_looks_at() -> None:
+    d = stage_def(
+        {"cmd": "x", "deps": ["a", "b"], "params": ["seed"], "outs": ["o"], "metrics": [{"m": {"cache": False}}],
+         "plots": ["p"], "always_changed": True, "frozen": True, "desc": "d"}
+    )  # fmt: skip
+    assert d == StageDef(
+        "x", ("a", "b"), (("params.yaml", ("seed",)),), (Out("o"), Out("m", False), Out("p")), True, True
+    )
+    assert d.out_paths == ["o", "m", "p"]
+    assert stage_def({"cmd": ["a", "b"]}) == StageDef(["a", "b"])
+
+
+def test_resolved_judges_each_key_as_its_own() -> None:
+    assert "Cannot interpolate data of type 'list'" in refusal(
+        resolved, {"cmd": "x", "outs": ["${a.c}"]}, CTX, {}, "w"
+    )
+    assert resolved({"cmd": "${a}"}, CTX, {}, "w") == StageDef(
+        {"b": 3, "c": [10, 20]}
+    )  # a dict: a cmd's only
+
+
+def test_resolved_names_the_stage_and_dvcs_refusal() -> None:
+    assert resolved({"cmd": "echo ${name}", "outs": ["o/${a.b}"]}, CTX, {}, "dvc.yaml: stage s") == StageDef(
+        "echo tiny", outs=(Out("o/3"),)
+    )
+    assert refusal(resolved, {"cmd": "echo ${nope}"}, CTX, {}, "dvc.yaml: stage s") == (
+        "dvc.yaml: stage s: Could not find 'nope' (DVC refuses it)"
+    )
+
+
+# -- foreach ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("entries", "outs"),
+    ("each", "keys"),
     [
-        (None, []),
+        ({"thread": 1, "proc": 2}, ["thread", "proc"]),
+        ([True, False], ["true", "false"]),  # issue #51: DVC names x@true
+        (["a", 1, 2.5, None], ["a", "1", "2.5", "None"]),
+        ([{"n": 1}, "y"], ["0", "1"]),  # a composite item: every item by its index
+        ([[1], [2]], ["0", "1"]),
+        ([Node(True), Node(2)], ["True", "2"]),  # DVC's Value nodes, named by str()
+        ([Node({"a": 1}), Node(2)], ["0", "1"]),
         ([], []),
-        (["a.txt", "d/"], [Out("a.txt", True), Out("d/", True)]),
-        ([{"m.json": {"cache": False}}], [Out("m.json", False)]),
-        ([{"m.json": {"cache": True}}], [Out("m.json", True)]),
-        ([{"m.json": None}], [Out("m.json", True)]),
-        ([{"m.json": {"persist": True}}], [Out("m.json", True)]),
-        ([{"m.json": {"cache": 0}}], [Out("m.json", False)]),
-        ([{7: {"cache": False}}, "b"], [Out("7", False), Out("b", True)]),
     ],
 )
-def test_entry_paths(entries: Any, outs: list[Out]) -> None:
-    got = _entry_paths(entries, W)
-    assert got == outs and [type(o.path) for o in got] == [str] * len(outs)
-    assert [type(o.cache) for o in got] == [bool] * len(outs)
+def test_foreach_keys_as_dvcs_normalized_iterable(each: Any, keys: list[str]) -> None:
+    assert [k for k, _ in foreach_keys(each)] == keys
 
 
-@pytest.mark.parametrize("entry", [{"a": {}, "b": {}}, {}, 3, ["a"], {"path": "a"}, {"a": ["cache"]}])
-def test_an_entry_neither_path_nor_one_mapping_is_refused(entry: Any) -> None:
-    message = raises(_entry_paths, ["ok", entry], W)
-    assert message == f"{W}: an out or dep {entry!r} is neither a path nor {{path: flags}}"
+def test_expand_a_plain_stage_and_a_foreach_of_a_mapping_with_key_and_item() -> None:
+    assert expand("s", {"cmd": "x ${name}"}, CTX, {}, "dvc.yaml") == {"s": StageDef("x tiny")}
+    body = {"foreach": {"one": {"c": "a"}, "two": {"c": "b"}}, "do": {"cmd": "${item.c} ${key}"}}
+    assert expand("t", body, CTX, {}, "dvc.yaml") == {"t@one": StageDef("a one"), "t@two": StageDef("b two")}
 
 
-@pytest.mark.parametrize("entries", ["a.py", {"a.py": None}, 3])
-def test_entries_that_are_not_a_list_are_refused_not_read_by_character(entries: Any) -> None:
-    """DVC's schema wants a list: `deps: a.py` was read as the four deps a, ., p, y."""
-    assert raises(_entry_paths, entries, W) == f"{W}: {entries!r} is not a list of entries"
-    assert raises(_params, entries, W) == f"{W}: {entries!r} is not a list of entries"
-
-
-def test_a_params_file_whose_keys_are_not_a_list_is_refused() -> None:
-    assert (
-        raises(_params, [{"f.yaml": "lr"}], W)
-        == f"{W}: params entry {{'f.yaml': 'lr'}} is neither a key nor {{file: [keys]}}"
+def test_a_foreach_of_a_list_sets_no_key() -> None:
+    body = {"foreach": [True, False], "do": {"cmd": "echo ${item}", "outs": ["o_${item}"]}}
+    assert expand("f", body, CTX, {}, "dvc.yaml") == {
+        "f@true": StageDef("echo true", outs=(Out("o_true"),)),
+        "f@false": StageDef("echo false", outs=(Out("o_false"),)),
+    }
+    keyless = {"foreach": ["a"], "do": {"cmd": "${key}"}}
+    assert refusal(expand, "f", keyless, CTX, {}, "dvc.yaml") == (
+        "dvc.yaml: stage f@a: Could not find 'key' (DVC refuses it)"
     )
-    assert _params([{"f.yaml": ["lr"]}, {"g.yaml": None}], W) == (("f.yaml", ("lr",)), ("g.yaml", ()))
+    assert expand("f", keyless, {**CTX, "key": "k"}, {}, "dvc.yaml") == {"f@a": StageDef("k")}
+
+
+def test_a_foreach_from_the_context_names_items_as_dvcs_value_nodes() -> None:
+    ctx = {**CTX, "flags": [True, False], "runs": {"x": {"n": 1}}}
+    body = {"foreach": "${flags}", "do": {"cmd": "echo ${item}"}}
+    assert expand("f", body, ctx, {}, "dvc.yaml") == {
+        "f@True": StageDef("echo true"),
+        "f@False": StageDef("echo false"),
+    }
+    mapping = {"foreach": "${runs}", "do": {"cmd": "${key} ${item.n}"}}
+    assert expand("r", mapping, ctx, {}, "dvc.yaml") == {"r@x": StageDef("x 1")}
+    items = {"foreach": ["${name}", "${a.b}"], "do": {"cmd": "x ${item}"}}
+    assert expand("i", items, ctx, {}, "dvc.yaml") == {"i@tiny": StageDef("x tiny"), "i@3": StageDef("x 3")}
+    assert resolve_str("${a.c}", CTX, None, {}, False) == [10, 20]  # no key: DVC's foreach data
+
+
+def test_expand_names_where_and_uses_dvc_configs_parsing() -> None:
+    assert refusal(expand, "s", {"cmd": "${nope}"}, CTX, {}, "p/dvc.yaml") == (
+        "p/dvc.yaml: stage s: Could not find 'nope' (DVC refuses it)"
+    )
+    ctx = {"d": {"on": False}}
+    off = {"bool": "boolean_optional"}
+    named = {"foreach": ["x ${d}"], "do": {"cmd": "c"}}  # the foreach data's own strings
+    assert list(expand("f", named, ctx, off, "dvc.yaml")) == ["f@x --no-on"]
+    assert list(expand("f", named, ctx, {}, "dvc.yaml")) == ["f@x "]  # store_true: False writes nothing
+    do = {"foreach": ["a"], "do": {"cmd": "x ${d}"}}
+    assert expand("f", do, ctx, off, "dvc.yaml") == {"f@a": StageDef("x --no-on")}
+    dated = {"foreach": [DATE], "do": {"cmd": "c"}}
+    assert refusal(expand, "f", dated, CTX, {}, "dvc.yaml") == (
+        "Unsupported value of type 'date' in '<local>:item'"
+    )
+
+
+def test_a_foreach_item_is_held_as_dvc_holds_it() -> None:
+    body = {"foreach": [{"n": 1, 2: "x"}], "do": {"cmd": "${item.n}", "desc": "n ${item.n}"}}
+    assert expand("s", body, CTX, {}, "dvc.yaml") == {"s@0": StageDef(1)}  # a whole string keeps its type
+    bad = {"foreach": [{"n": 1, 2: "x"}], "do": {"cmd": "${item.2}"}}  # DVC drops the int key
+    assert "Could not find 'item.2'" in refusal(expand, "s", bad, CTX, {}, "dvc.yaml")
 
 
 @pytest.mark.parametrize(
-    ("entries", "params"),
-    [
-        (None, ()),
-        ([], ()),
-        (["lr", "seed"], (("params.yaml", ("lr", "seed")),)),
-        (["lr", "lr", "seed", "lr"], (("params.yaml", ("lr", "seed")),)),
-        ([{"p2.yaml": ["x", "y", "x"]}], (("p2.yaml", ("x", "y")),)),
-        ([{"p2.yaml": None}], (("p2.yaml", ()),)),  # no keys: the whole file
-        ([{"p2.yaml": []}], (("p2.yaml", ()),)),
-        ([{"p2.yaml": [1]}, "lr"], (("p2.yaml", ("1",)), ("params.yaml", ("lr",)))),
-        (
-            ["lr", {"params.yaml": ["seed"], "p2.yaml": ["z"]}, "lr", "bs"],
-            (("params.yaml", ("lr", "seed", "bs")), ("p2.yaml", ("z",))),
-        ),
-        ([{3: ["k"]}], (("3", ("k",)),)),
-    ],
+    ("each", "kind"), [("${name}", "str"), ("${a.b}", "int"), (3, "int"), (None, "NoneType")]
 )
-def test_params_group_keys_per_file_in_order(entries: Any, params: tuple) -> None:
-    assert _params(entries, W) == params
-
-
-@pytest.mark.parametrize("entry", [3, ["lr"], None])
-def test_a_params_entry_neither_key_nor_mapping_is_refused(entry: Any) -> None:
-    message = raises(_params, ["lr", entry], W)
-    assert message == f"{W}: params entry {entry!r} is neither a key nor {{file: [keys]}}"
-
-
-def test_stage_def_reads_every_field() -> None:
-    body = {
-        "cmd": ["a", "b"],
-        "deps": ["x.py", {"data": {"cache": False}}],
-        "params": ["lr", {"p2.yaml": None}],
-        "outs": ["o", {"o2": {"cache": False}}],
-        "metrics": [{"m.json": {"cache": False}}],
-        "plots": ["p.csv"],
-        "always_changed": 1,
-        "frozen": "yes",
-    }
-    assert stage_def(body, W) == StageDef(
-        cmd=["a", "b"],
-        deps=("x.py", "data"),
-        params=(("params.yaml", ("lr",)), ("p2.yaml", ())),
-        outs=(Out("o"), Out("o2", False), Out("m.json", False), Out("p.csv")),
-        always_changed=True,
-        frozen=True,
+def test_a_foreach_that_is_no_list_or_mapping_is_refused(each: Any, kind: str) -> None:
+    assert refusal(expand, "s", {"foreach": each, "do": {"cmd": "x"}}, CTX, {}, "dvc.yaml") == (
+        f"dvc.yaml: stage s: foreach: expected list/dictionary, got {kind} (DVC refuses it)"
     )
-
-
-def test_stage_def_defaults() -> None:
-    got = stage_def({}, W)
-    assert got == StageDef(cmd=None) and got.always_changed is False and got.frozen is False
-    assert (got.deps, got.params, got.outs, got.out_paths) == ((), (), (), [])
-    flags = stage_def({"cmd": "c", "always_changed": 0, "frozen": None}, W)
-    assert flags.always_changed is False and flags.frozen is False and flags.cmd == "c"
-    assert stage_def({"outs": ["a"], "plots": [{"b": None}]}, W).out_paths == ["a", "b"]
+    assert refusal(expand, "s", {"foreach": "${nope}", "do": {"cmd": "x"}}, CTX, {}, "dvc.yaml") == (
+        "dvc.yaml: stage s: foreach: Could not find 'nope' (DVC refuses it)"
+    )
 
 
 @pytest.mark.parametrize(
-    ("key", "body", "message"),
-    [
-        ("deps", {"deps": [3]}, "an out or dep 3 is neither a path nor {path: flags}"),
-        ("outs", {"outs": [3]}, "an out or dep 3 is neither a path nor {path: flags}"),
-        ("metrics", {"metrics": [3]}, "an out or dep 3 is neither a path nor {path: flags}"),
-        ("plots", {"plots": [3]}, "an out or dep 3 is neither a path nor {path: flags}"),
-        ("params", {"params": [3]}, "params entry 3 is neither a key nor {file: [keys]}"),
-    ],
-)
-def test_stage_def_errors_name_the_stage(key: str, body: dict, message: str) -> None:
-    assert raises(stage_def, body, "f: stage t@1") == f"f: stage t@1: {message}"
-
-
-# -- foreach -------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("each", "items"),
-    [
-        ({"x": 1, 2: "y"}, [("x", 1), ("2", "y")]),
-        ([], []),
-        (["a", "b"], [("a", "a"), ("b", "b")]),
-        ([1, True, None], [("1", 1), ("True", True), ("None", None)]),
-        (["a", {"k": 1}], [("0", "a"), ("1", {"k": 1})]),  # indices if any item is composite
-        ([[1], "b"], [("0", [1]), ("1", "b")]),
-    ],
-)
-def test_foreach_items_as_dvc_normalizes_them(each: Any, items: list) -> None:
-    assert _foreach_items(each, W) == items
-
-
-@pytest.mark.parametrize("each", ["a,b", 3, None])
-def test_foreach_neither_list_nor_mapping_is_refused(each: Any) -> None:
-    assert raises(_foreach_items, each, W) == f"{W}: foreach is neither a list nor a mapping"
-
-
-def test_expand_a_plain_stage_interpolates_it() -> None:
-    body = {"cmd": "train --seed ${seed}", "deps": ["${data}"], "outs": ["runs/${seed}"]}
-    got = expand("train", body, {"seed": 7, "data": "d.txt"}, "dvc.yaml")
-    assert got == {"train": StageDef(cmd="train --seed 7", deps=("d.txt",), outs=(Out("runs/7"),))}
-
-
-def test_expand_foreach_over_a_mapping_and_a_list() -> None:
-    do = {
-        "cmd": "run ${key} ${item.lr} ${item.tag}",
-        "deps": ["cfg/${key}.yaml"],
-        "outs": [{"out/${key}": {"cache": False}}],
-        "params": ["${item.tag}"],
-    }
-    body = {"foreach": {"a": {"lr": 0.1, "tag": "x"}, "b": {"lr": 1, "tag": "y"}}, "do": do}
-    assert expand("sweep", body, {}, "dvc.yaml") == {
-        "sweep@a": StageDef(
-            "run a 0.1 x", ("cfg/a.yaml",), (("params.yaml", ("x",)),), (Out("out/a", False),)
-        ),
-        "sweep@b": StageDef("run b 1 y", ("cfg/b.yaml",), (("params.yaml", ("y",)),), (Out("out/b", False),)),
-    }
-    listed = {"foreach": "${sizes}", "do": {"cmd": "fit ${item} ${base}", "frozen": True}}
-    assert expand("fit", listed, {"sizes": [8, 16], "base": "b"}, "dvc.yaml") == {
-        "fit@8": StageDef("fit 8 b", frozen=True),
-        "fit@16": StageDef("fit 16 b", frozen=True),
-    }
-
-
-def test_expand_foreach_keeps_the_outer_context_and_names_the_expanded_stage_in_errors() -> None:
-    body = {"foreach": ["a", "b"], "do": {"cmd": "${item}", "deps": ["${missing}"]}}
-    message = raises(expand, "s", body, {"key": "outer"}, "dvc.yaml")
-    assert message == "dvc.yaml: stage s@a: ${missing} names nothing in vars or params.yaml"
-    ctx = {"x": 1}
-    assert expand("s", {"foreach": [2], "do": {"cmd": "${x}${item}"}}, ctx, "f") == {"s@2": StageDef("12")}
-    assert ctx == {"x": 1}  # the foreach's key and item do not leak into the shared context
-    message = raises(expand, "s", {"cmd": "${nope}"}, {}, "f")
-    assert message == "f: stage s: ${nope} names nothing in vars or params.yaml"
-    message = raises(expand, "s", {"foreach": "${nope}", "do": {}}, {}, "f")
-    assert message == "f: stage s: ${nope} names nothing in vars or params.yaml"
-    assert raises(expand, "s", {"cmd": "c", "deps": [3]}, {}, "f") == (
-        "f: stage s: an out or dep 3 is neither a path nor {path: flags}"
-    )
-    assert raises(expand, "s", {"foreach": ["a"], "do": {"params": [3]}}, {}, "f") == (
-        "f: stage s@a: params entry 3 is neither a key nor {file: [keys]}"
-    )
-    message = raises(expand, "s", {"foreach": 3, "do": {}}, {}, "f")
-    assert message == "f: stage s: foreach is neither a list nor a mapping"
-
-
-@pytest.mark.parametrize("key", ["wdir", "matrix", "vars"])
-@pytest.mark.parametrize("inside_do", [False, True])
-def test_expand_refuses_the_unmodelled_forms(key: str, inside_do: bool) -> None:
-    body = {"foreach": [1], "do": {"cmd": "c", key: "x"}} if inside_do else {"cmd": "c", key: "x"}
-    message = raises(expand, "s", body, {}, "dvc.yaml")
-    assert message == f"dvc.yaml: stage s: `{key}` is a form the gates' staleness check does not model"
-
-
-@pytest.mark.parametrize("do", [None, "cmd", ["cmd"]])
-def test_expand_refuses_foreach_without_a_do_mapping(do: Any) -> None:
-    body = {"foreach": [1]} if do is None else {"foreach": [1], "do": do}
-    assert raises(expand, "s", body, {}, "f") == "f: stage s: foreach without a `do` mapping"
-
-
-def test_expand_an_empty_foreach_has_no_stage_and_an_empty_do_has_no_fields() -> None:
-    assert expand("s", {"foreach": [], "do": {"cmd": "c"}}, {}, "f") == {}
-    assert expand("s", {"foreach": {"k": 1}, "do": {}}, {}, "f") == {"s@k": StageDef(cmd=None)}
-
-
-# -- context and the whole file --------------------------------------------------------------------------------
-
-
-def write(root: Path, dvc_yaml: str, params: str | None = None) -> Path:
-    (root / "dvc.yaml").write_text(dvc_yaml)
-    if params is not None:
-        (root / "params.yaml").write_text(params)
-    return root
-
-
-def test_context_loads_params_only_where_a_name_needs_it(tmp_path: Path) -> None:
-    write(tmp_path, "", "lr: 0.1\nm:\n  d: 4\n")
-    assert context(tmp_path, {"stages": {"s": {"cmd": "${m.d}"}}}, "f") == {"lr": 0.1, "m": {"d": 4}}
-    assert context(tmp_path, {"stages": {"s": {"cmd": "${key} ${item.x}"}}}, "f") == {}
-    assert context(tmp_path, {"stages": {"s": {"cmd": "no names"}}}, "f") == {}
-    assert context(tmp_path / "nowhere", {"stages": {"s": {"cmd": "${lr}"}}}, "f") == {}
-    (tmp_path / "params.yaml").write_text("- 1\n- 2\n")
-    assert context(tmp_path, {"stages": {"s": {"cmd": "${lr}"}}}, "f") == {}
-
-
-def test_context_vars_are_inline_mappings_over_params(tmp_path: Path) -> None:
-    write(tmp_path, "", "lr: 0.1\nbs: 2\n")
-    data = {"vars": [{"lr": 0.5}, {"x": 1, "lr": 0.7}], "stages": {"s": {"cmd": "${lr}"}}}
-    assert context(tmp_path, data, "f") == {"lr": 0.7, "bs": 2, "x": 1}
-    assert context(tmp_path, {"vars": None}, "f") == {}
-    assert raises(context, tmp_path, {"vars": [{"a": 1}, "p2.yaml"]}, "f") == (
-        "f: vars: 'p2.yaml': only inline mappings are modelled"
+    "body",
+    [{"cmd": "x", "wdir": "sub"}, {"cmd": "x", "matrix": {"a": [1]}}, {"cmd": "x", "vars": [{"a": 1}]},
+     {"foreach": [1], "do": {"cmd": "x", "wdir": "s"}}, {"foreach": [1], "do": {"cmd": "x", "vars": []}}],
+)  # fmt: skip
+def test_forms_the_gates_do_not_model_are_refused_by_name(body: dict) -> None:
+    form = next(f for f in ("wdir", "matrix", "vars") if f in body or f in body.get("do", {}))
+    assert refusal(expand, "s", body, CTX, {}, "dvc.yaml") == (
+        f"dvc.yaml: stage s: `{form}` is a form the gates' staleness check does not model"
     )
 
 
-def test_pipeline_stages_reads_the_file_as_dvc_does(tmp_path: Path) -> None:
-    write(
-        tmp_path,
-        "vars:\n  - tag: v1\nstages:\n"
-        "  prep:\n    cmd: prep ${data.n} ${tag}\n    outs:\n    - data/${tag}\n    params: [data.n]\n"
-        "  fit:\n    foreach: ${sizes}\n    do:\n      cmd: fit ${item}\n      deps:\n      - data/${tag}\n"
-        "      metrics:\n      - m/${item}.json:\n          cache: false\n",
-        "data:\n  n: 3\nsizes: [1, 2]\n",
+# -- vars and params.yaml -------------------------------------------------------------------------------------
+
+
+def test_merge_adds_and_refuses_a_redefinition_naming_both_sources() -> None:
+    ctx: dict = {}
+    sources: dict = {}
+    merge(ctx, {"net": {"dim": 1}, "seed": 2}, "params.yaml", sources)
+    merge(ctx, {"net": {"lr": 3}, "x": 1}, "vars[0]", sources)
+    assert ctx == {"net": {"dim": 1, "lr": 3}, "seed": 2, "x": 1}
+    assert sources == {"net": "params.yaml", "seed": "params.yaml", "net.lr": "vars[0]", "x": "vars[0]"}
+    assert refusal(merge, ctx, {"net": {"dim": 5}}, "vars[1]", sources) == (  # defined below a mapping
+        "cannot redefine 'net.dim' from 'vars[1]' as it already exists in 'params.yaml'"
     )
+    assert refusal(merge, ctx, {"seed": 5}, "vars[1]", sources) == (
+        "cannot redefine 'seed' from 'vars[1]' as it already exists in 'params.yaml'"
+    )
+    assert refusal(merge, ctx, {"net": {"lr": {"a": 1}}}, "vars[1]", sources) == (
+        "cannot redefine 'net.lr' from 'vars[1]' as it already exists in 'vars[0]'"  # the nearest source
+    )
+    assert refusal(merge, ctx, {"net": 1}, "vars[2]", sources) == (
+        "cannot redefine 'net' from 'vars[2]' as it already exists in 'params.yaml'"
+    )
+
+
+def test_the_context_is_params_yaml_and_the_inline_vars(tmp_path: Path) -> None:
+    assert context(tmp_path, {"vars": [{"k": 1}]}, "dvc.yaml") == {"k": 1}  # no params.yaml: vars alone
+    (tmp_path / "params.yaml").write_text("seed: 1\nnet: {dim: 2}\n3: x\n")
+    assert context(tmp_path, {}, "dvc.yaml") == {"seed": 1, "net": {"dim": 2}}
+    assert context(tmp_path, {"vars": [{"k": 1}, {"net": {"lr": 2}}]}, "dvc.yaml") == {
+        "seed": 1, "net": {"dim": 2, "lr": 2}, "k": 1,
+    }  # fmt: skip
+    assert refusal(context, tmp_path, {"vars": [{"seed": 9}]}, "dvc.yaml") == (
+        "dvc.yaml: vars: cannot redefine 'seed' from 'vars[0]' as it already exists in 'params.yaml' (DVC refuses it)"
+    )
+    assert refusal(context, tmp_path, {"vars": ["other.yaml"]}, "dvc.yaml") == (
+        "dvc.yaml: vars: 'other.yaml': a vars file is a form the gates do not model"
+    )
+    (tmp_path / "params.yaml").write_text("d: 2026-01-01\n")  # DVC's context refuses a date
+    assert refusal(context, tmp_path, {}, "dvc.yaml") == "Unsupported value of type 'date' in 'params.yaml:d'"
+    (tmp_path / "params.yaml").write_text("seed: 1\n")
+    assert refusal(context, tmp_path, {"vars": [{"e": [DATE]}]}, "dvc.yaml") == (
+        "dvc.yaml: vars: Unsupported value of type 'date' in 'vars[0]:e.0' (DVC refuses it)"
+    )
+    (tmp_path / "params.yaml").write_text("- 1\n")
+    assert refusal(context, tmp_path, {}, "dvc.yaml") == (
+        "dvc.yaml: vars: expected a dictionary, got 'list' in file 'params.yaml'"
+    )
+
+
+def test_parsing_config_is_dvc_configs_section(tmp_path: Path) -> None:
+    assert parsing_config(tmp_path) == {}
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text(
+        "[core]\n    remote = r\n[parsing]\n    bool = boolean_optional\n"
+    )
+    assert parsing_config(tmp_path) == {"bool": "boolean_optional"}
+    (tmp_path / ".dvc" / "config.local").write_text("[parsing]\n    list = append\n")
+    assert parsing_config(tmp_path) == {"bool": "boolean_optional", "list": "append"}
+
+
+# -- the file ---------------------------------------------------------------------------------------------
+
+
+DVC_YAML = """vars:
+  - suffix: txt
+stages:
+  tmpl:
+    cmd: echo ${tok} ${w[0]} \\${lit}
+    outs: ["o.${suffix}"]
+  flags:
+    foreach: [true, false]
+    do:
+      cmd: echo ${item}
+"""
+
+
+def test_pipeline_stages_resolves_the_file(tmp_path: Path) -> None:
+    (tmp_path / "params.yaml").write_text("tok: {v: 10, on: true}\nw: [1, 2]\n")
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
     assert pipeline_stages(tmp_path) == {
-        "prep": StageDef("prep 3 v1", (), (("params.yaml", ("data.n",)),), (Out("data/v1"),)),
-        "fit@1": StageDef("fit 1", ("data/v1",), (), (Out("m/1.json", False),)),
-        "fit@2": StageDef("fit 2", ("data/v1",), (), (Out("m/2.json", False),)),
+        "tmpl": StageDef("echo --v 10 --on 1 ${lit}", outs=(Out("o.txt"),)),
+        "flags@true": StageDef("echo true"),
+        "flags@false": StageDef("echo false"),
     }
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text("[parsing]\n    bool = boolean_optional\n")
+    (tmp_path / "params.yaml").write_text("tok: {v: 10, on: false}\nw: [1, 2]\n")
+    assert pipeline_stages(tmp_path)["tmpl"].cmd == "echo --v 10 --no-on 1 ${lit}"
 
 
-@pytest.mark.parametrize("text", ["", "stages:\n", "plots: []\n", "stages: {}\nmetrics: []\n"])
-def test_pipeline_stages_of_a_pipeline_without_stages_is_empty(tmp_path: Path, text: str) -> None:
-    assert pipeline_stages(write(tmp_path, text)) == {}
-
-
-def test_a_missing_dvc_yaml_is_named(tmp_path: Path) -> None:
+def test_pipeline_stages_refuses_a_missing_unreadable_or_dvc_refused_file(tmp_path: Path) -> None:
     path = tmp_path / "dvc.yaml"
     assert (
-        raises(pipeline_stages, tmp_path)
+        refusal(pipeline_stages, tmp_path)
         == f"{path}: missing: the gates cannot tell which stages the pipeline has"
     )
-    path.mkdir()
-    assert raises(pipeline_stages, tmp_path).startswith(f"{path}: missing:")
-
-
-NOT_A_PIPELINE = (
-    ": not a DVC pipeline (a mapping of artifacts, datasets, metrics, params, plots, stages, vars;"
-    " stages a mapping)"
-)
-
-
-@pytest.mark.parametrize(
-    "text", ["- a\n", "stages: {}\nsteps: {}\n", "stages: [a]\n", "stages: x\n", "vars: []\nextra: 1\n"]
-)
-def test_not_a_pipeline_is_named(tmp_path: Path, text: str) -> None:
-    write(tmp_path, text)
-    assert raises(pipeline_stages, tmp_path) == f"{tmp_path / 'dvc.yaml'}{NOT_A_PIPELINE}"
-
-
-def test_every_top_key_of_dvc_yaml_is_allowed(tmp_path: Path) -> None:
-    text = "".join(f"{k}: []\n" for k in ("vars", "plots", "params", "metrics", "artifacts", "datasets"))
-    assert pipeline_stages(write(tmp_path, text + "stages:\n  s:\n    cmd: c\n")) == {"s": StageDef("c")}
-
-
-def test_unreadable_yaml_and_params_are_one_line_errors(tmp_path: Path) -> None:
-    write(tmp_path, "stages: [\n")
-    message = raises(pipeline_stages, tmp_path)
-    assert (
-        message.startswith(f"{tmp_path / 'dvc.yaml'}") and "not valid YAML" in message and "\n" not in message
+    path.write_text("")
+    assert pipeline_stages(tmp_path) == {}
+    path.write_text("stages: [\n")
+    assert refusal(pipeline_stages, tmp_path).startswith(f"{path}: line 2: not valid YAML: ")
+    path.write_text("stages:\n  d:\n    cmd: x\n    outs: [{o: {cache: 'no'}}]\n")  # issue #51
+    assert refusal(pipeline_stages, tmp_path) == (
+        f"{path}: expected bool, in stages -> d -> outs -> 0 -> o -> cache {RULE}"
     )
-    write(tmp_path, "stages:\n  s:\n    cmd: ${lr}\n", "lr: [\n")
-    message = raises(pipeline_stages, tmp_path)
-    assert message.startswith(f"{tmp_path / 'params.yaml'}") and "not valid YAML" in message
-
-
-def test_a_vars_file_is_named_with_the_dvc_yaml_that_lists_it(tmp_path: Path) -> None:
-    write(tmp_path, "vars:\n  - p2.yaml\nstages: {}\n")
-    assert (
-        raises(pipeline_stages, tmp_path)
-        == f"{tmp_path / 'dvc.yaml'}: vars: 'p2.yaml': only inline mappings are modelled"
+    path.write_text("vars: [{a: 1}]\nstages:\n  d: {cmd: x}\n")
+    (tmp_path / "params.yaml").write_text("a: 2\n")
+    assert refusal(pipeline_stages, tmp_path) == (
+        f"{path}: vars: cannot redefine 'a' from 'vars[0]' as it already exists in 'params.yaml' (DVC refuses it)"
     )
-
-
-def test_a_stage_that_is_not_a_mapping_is_named(tmp_path: Path) -> None:
-    write(tmp_path, "stages:\n  ok:\n    cmd: c\n  bad: echo\n")
-    assert raises(pipeline_stages, tmp_path) == f"{tmp_path / 'dvc.yaml'}: stage bad: not a mapping"
-
-
-def test_pipeline_stages_names_stages_as_strings_and_the_file_in_errors(tmp_path: Path) -> None:
-    write(tmp_path, "stages:\n  1:\n    cmd: c\n")
-    assert pipeline_stages(tmp_path) == {"1": StageDef("c")}
-    write(tmp_path, "stages:\n  s:\n    cmd: c\n    wdir: sub\n")
-    assert raises(pipeline_stages, tmp_path) == (
-        f"{tmp_path / 'dvc.yaml'}: stage s: `wdir` is a form the gates' staleness check does not model"
+    (tmp_path / "params.yaml").write_text("a: 1\n")
+    path.write_text("stages:\n  d: {cmd: '${nope}'}\n")
+    assert refusal(pipeline_stages, tmp_path) == f"{path}: stage d: Could not find 'nope' (DVC refuses it)"
+    (tmp_path / "params.yaml").write_text("a: [\n")  # DVC reads params.yaml whenever it exists
+    assert refusal(pipeline_stages, tmp_path).startswith(
+        f"{tmp_path / 'params.yaml'}: line 2: not valid YAML"
     )

@@ -19,10 +19,14 @@ from gates.judges.seals import (
     differences,
     in_scope,
     missing,
+    named,
+    out_of_scope,
+    pass_text,
     recorded_md5,
     sealed_paths,
     seals,
     stale,
+    thawed,
     upstream,
 )
 from gates.reading.artifacts import Artifacts
@@ -187,11 +191,23 @@ def sealed_tree(root: Path) -> DvcLock:
 def test_the_seals_gate_passes_counting_every_file(tmp_path: Path) -> None:
     o = seals(Artifacts(tmp_path, sealed_tree(tmp_path)))
     assert (o.status, o.measured, o.threshold) == ("pass", 3, "every file equal to dvc.lock")
-    assert o.message == "3 files of 1 stages equal dvc.lock"
+    assert o.message == (
+        "3 files of 1 stages equal dvc.lock; scope not declared (gates.scope.stages): judged the stages "
+        "dvc.yaml defines"
+    )
 
 
-def test_no_stage_is_a_skip(tmp_path: Path) -> None:
+def test_no_stage_is_an_error_and_a_stage_outside_the_selection_a_skip(tmp_path: Path) -> None:
+    """An empty pipeline judges nothing (issue #51: `stages: {}` passed with every gate skipped)."""
     o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {}, set(), {})))
+    assert (o.status, o.measured, o.threshold) == (
+        "error", 1, "dvc.yaml defines every stage and dep the verdict needs"
+    )  # fmt: skip
+    assert o.message.startswith(
+        "dvc.yaml defines no stage: the pipeline is empty and nothing would be judged"
+    )
+    lk = sealed_tree(tmp_path)
+    o = seals(Artifacts(tmp_path, lk, scope=["elsewhere"]))  # --only a gate whose stage this project lacks
     assert (o.status, o.measured, o.threshold) == ("skip", None, "every file equal to dvc.lock")
     assert o.message == "no stage in dvc.yaml or dvc.lock"
 
@@ -234,7 +250,7 @@ def test_changed_files_are_named_eight_at_most(tmp_path: Path) -> None:
         "changed since dvc repro wrote it (dvc repro the stage, or restore it)"
     )
     outs = [{"path": f"x{i}.txt", "md5": "m"} for i in range(10)]
-    lk = DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {})
+    lk = DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {}, defined({"make": {"outs": outs}}))
     o = seals(Artifacts(tmp_path, lk))
     assert o.measured == 10
     assert o.message == (
@@ -262,7 +278,7 @@ def test_every_sealed_file_is_hashed_once_and_kept_for_the_gates(tmp_path: Path,
 
 def test_entries_without_path_or_md5_are_sealed_as_empty(tmp_path: Path) -> None:
     stages = {"a": {"outs": [{"md5": "m1"}]}, "b": {"deps": [{"md5": "x"}], "outs": [{"path": "o.txt"}]}}
-    lk = lock(tmp_path, stages)
+    lk = lock(tmp_path, stages, definitions={"a": StageDef(None), "b": StageDef(None)})
     assert upstream(lk, {"b"}) == {"a", "b"}  # a dep without a path is held to the out without one
     assert sealed_paths(lk, ["a", "b"]) == [("", "m1"), ("o.txt", "")]
     (tmp_path / "o.txt").write_text("o")
@@ -284,7 +300,9 @@ def test_only_folder_deps_no_stage_makes_are_sealed_paths() -> None:
 
 def test_exactly_eight_problems_are_all_named(tmp_path: Path) -> None:
     outs = [{"path": f"x{i}.txt", "md5": "m"} for i in range(8)]
-    o = seals(Artifacts(tmp_path, DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {})))
+    o = seals(
+        Artifacts(tmp_path, DvcLock(tmp_path, {"make": {"outs": outs}}, set(), {}, {"make": StageDef(None)}))
+    )
     assert o.measured == 8 and "more)" not in o.message
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({f"k{i}": 0 for i in range(8)}))
     st = {"s": {"params": {"params.yaml": {f"k{i}": 1 for i in range(8)}}}}
@@ -368,3 +386,139 @@ def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) 
     )
     scoped = seals_picture(Artifacts(tmp_path, lk, scope=["nothing"]), {})
     assert "<tr" not in scoped.html.replace("<tr><th>", "")
+
+
+# -- issue #51: the declared scope first, frozen stages last ---------------------------------------------------
+
+
+def test_named_lists_eight_and_counts_the_rest() -> None:
+    assert named([]) == "" and named(["a"]) == "a" and named(["a", "b"]) == "a; b"
+    assert named([str(i) for i in range(8)]) == "; ".join(map(str, range(8)))
+    assert named([str(i) for i in range(10)]) == "; ".join(map(str, range(8))) + " (and 2 more)"
+
+
+def scoped_tree(root: Path) -> DvcLock:
+    """A sealed tree whose stage `make` runs `python3 make.py` (a project script importing helper.py)."""
+    (root / "make.py").write_text("import helper\n")
+    (root / "helper.py").write_text("X = 1\n")
+    lk = sealed_tree(root)
+    d = lk.definitions["make"]
+    lk.definitions["make"] = StageDef("python3 make.py", ("make.py", "helper.py"), outs=d.outs)
+    lk.stages["make"]["cmd"] = "python3 make.py"
+    lk.stages["make"]["deps"] = [{"path": p, "md5": md5_file(root / p)} for p in ("make.py", "helper.py")]
+    return lk
+
+
+def test_out_of_scope_is_the_first_verdict_and_names_every_gap(tmp_path: Path) -> None:
+    lk = scoped_tree(tmp_path)
+    a = Artifacts(tmp_path, lk)
+    assert out_of_scope(a, ["make"]) is None and out_of_scope(a, None) is None
+    lk.definitions["make"] = StageDef("python3 make.py", ("make.py",), outs=lk.definitions["make"].outs)
+    o = out_of_scope(a, ["make", "gone"])
+    assert (o.status, o.measured, o.threshold) == (
+        "error",
+        2,
+        "dvc.yaml defines every stage and dep the verdict needs",
+    )
+    assert o.message == (
+        "stage make: dvc.yaml lacks deps its command imports: helper.py; stage gone (gates.scope.stages) is not in "
+        "dvc.yaml: the verdict would judge less than the pipeline (restore dvc.yaml: git checkout dvc.yaml; or add "
+        "each dep and dvc repro the stage)"
+    )
+    (tmp_path / "f.txt").write_text("tampered\n")  # the scope is judged before any file
+    assert seals(a, ["make"]).message == o.message.replace(
+        "; stage gone (gates.scope.stages) is not in dvc.yaml", ""
+    )
+
+
+def test_thawed_names_frozen_stages_whose_deps_changed_with_advice_that_works(tmp_path: Path) -> None:
+    lk = scoped_tree(tmp_path)
+    make = lk.definitions["make"]
+    lk.definitions["make"] = StageDef(make.cmd, make.deps, outs=make.outs, frozen=True)
+    assert thawed(lk, ["make"]) == (None, ["make"]) and thawed(lk, []) == (None, [])
+    o = seals(Artifacts(tmp_path, lk), ["make"])
+    assert (o.status, o.message) == (
+        "pass",
+        "3 files of 1 stages equal dvc.lock; frozen, not rerun by dvc repro (deps and params unchanged): make",
+    )
+    (tmp_path / "helper.py").write_text("X = 2\n")
+    lk = DvcLock(tmp_path, lk.stages, set(), lk.pipeline, {**lk.definitions, "also": lk.definitions["make"]})
+    lk.stages["also"] = lk.stages["make"]
+    o, still = thawed(lk, ["also", "make"])
+    now = md5_file(tmp_path / "helper.py")
+    was = lk.stages["make"]["deps"][1]["md5"]
+    assert still == [] and (o.status, o.measured, o.threshold) == (
+        "error",
+        2,
+        "every frozen stage's deps and params equal to dvc.lock",
+    )
+    assert o.message == (
+        f"frozen: stage also: dep helper.py md5 {now}, dvc.lock recorded {was}; stage make: dep helper.py md5 "
+        f"{now}, dvc.lock recorded {was}: dvc repro never reruns a frozen stage, so its artifacts are older than "
+        "this tree (dvc unfreeze also && dvc unfreeze make && dvc repro also make, or undo the edit)"
+    )
+    assert seals(Artifacts(tmp_path, lk), ["make"]).message == o.message  # after the outs and staleness
+
+
+def test_pass_text_says_what_the_verdict_rests_on() -> None:
+    assert pass_text(3, ["a"], [], ["a"]) == "3 files of 1 stages equal dvc.lock"
+    assert pass_text(0, ["a", "b"], ["a", "b"], ["a"]) == (
+        "0 files of 2 stages equal dvc.lock; frozen, not rerun by dvc repro (deps and params unchanged): a, b"
+    )
+    assert pass_text(1, [], [], None) == (
+        "1 files of 0 stages equal dvc.lock; scope not declared (gates.scope.stages): judged the stages dvc.yaml defines"
+    )
+
+
+def test_the_gate_takes_the_declared_scope_from_its_thresholds(tmp_path: Path) -> None:
+    from gates.judges.seals import GATE
+
+    lk = scoped_tree(tmp_path)
+    a = Artifacts(tmp_path, lk)
+    assert GATE.takes == ("scope",)
+    assert GATE.run(a, {"scope": {"stages": ["make"]}}).message == "3 files of 1 stages equal dvc.lock"
+    assert GATE.run(a, {"scope": {"stages": ["gone"]}}).status == "error"
+    assert GATE.run(a, {}).message.endswith(
+        "; scope not declared (gates.scope.stages): judged the stages dvc.yaml defines"
+    )
+
+
+def test_the_gate_holds_a_project_in_git_to_the_committed_declaration(tmp_path: Path) -> None:
+    import subprocess
+
+    from gates.judges.seals import GATE
+    from params.config import Params
+
+    lk = scoped_tree(tmp_path)
+    (tmp_path / "params.yaml").write_text("gates:\n  scope:\n    stages: [make, gone]\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "params.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    a = Artifacts(tmp_path, lk, Params(raw={"gates": {}}, source=str(tmp_path / "params.yaml")))
+    o = GATE.run(a, {})  # nothing declared in the working file: HEAD's declaration holds
+    assert o.status == "error" and o.message.startswith("stage gone (gates.scope.stages) is not in dvc.yaml")
+
+
+def test_the_scope_is_the_verdict_before_a_folder_dvc_refuses_to_hash(tmp_path: Path) -> None:
+    from contracts.validate import ValidationError
+
+    lk = scoped_tree(tmp_path)
+    (tmp_path / "d" / ".dvcignore").write_text("x\n")  # DVC refuses to hash d
+    with pytest.raises(ValidationError, match=r"\.dvcignore file should not be in collected dir path"):
+        seals(Artifacts(tmp_path, lk), ["make"])
+    o = seals(Artifacts(tmp_path, DvcLock(tmp_path, lk.stages, set(), lk.pipeline, lk.definitions)), ["gone"])
+    assert o.status == "error" and o.message.startswith("stage gone (gates.scope.stages) is not in dvc.yaml")
+
+
+def test_a_file_that_cannot_be_hashed_is_raised_after_the_scope(tmp_path: Path, monkeypatch) -> None:
+    from gates.judges import seals as module
+
+    def broken(lock: DvcLock, paths: list) -> None:
+        raise OSError("unreadable")
+
+    monkeypatch.setattr(module, "prefetch", broken)
+    lk = scoped_tree(tmp_path)
+    assert seals(Artifacts(tmp_path, lk), ["gone"]).status == "error"  # the scope's verdict first
+    with pytest.raises(OSError, match="unreadable"):
+        seals(Artifacts(tmp_path, lk), ["make"])

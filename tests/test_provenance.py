@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gate_tree import check, copy_tree, edit, gate
+from contracts.fileio import md5_file
+from gate_tree import check, copy_tree, edit, gate, seal
 from gates.judges.provenance import reuse_text, uncached_problems
+from registry.sealed import seal as registry_seal
 
 pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 
@@ -24,6 +26,14 @@ def tree(gate_tree: Path, tmp_path: Path) -> Path:
 
 def provenance(root: Path) -> dict:
     return gate(check(root, "--only", "provenance")[1], "provenance")
+
+
+def write_record(tree: Path, record: dict) -> None:
+    """reports/repro.json as pipeline/repro.py writes it: sealed, naming the dvc.lock it left (the tree's,
+    re-sealed first as check() would)."""
+    seal(tree)
+    sealed = registry_seal({**record, "dvc_lock_md5": md5_file(tree / "dvc.lock")})
+    (tree / "reports/repro.json").write_text(json.dumps(sealed))
 
 
 def test_runs_made_here_pass_and_say_reuse_was_not_recorded(tree: Path) -> None:
@@ -49,11 +59,11 @@ def test_a_repro_record_of_a_restored_train_single_fails(tree: Path) -> None:
         "remote": "/x", "pulled": True, "targets": [], "jobs": 1, "exit_code": 0, "timings": {},
         "stages": {"train_single": "restored", "export": "restored", "env": "ran"},
     }  # fmt: skip
-    (tree / "reports/repro.json").write_text(json.dumps(record))
+    write_record(tree, record)
     g = provenance(tree)
     assert g["status"] == "fail" and "train_single was restored" in g["message"], g
     record["stages"]["train_single"] = "ran"  # control: the same record with a fresh train_single
-    (tree / "reports/repro.json").write_text(json.dumps(record))
+    write_record(tree, record)
     g = provenance(tree)
     assert g["status"] == "pass", g
     assert "restored from the run cache from /x: export" in g["message"]

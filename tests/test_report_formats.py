@@ -8,11 +8,11 @@ stage ran (every gate skips). A second, independent reader (junitparser) parses 
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from conftest import PARAMS
@@ -109,12 +109,15 @@ def test_markdown_lists_failing_gates_first_and_escapes_cells(tmp_path: Path) ->
 
 
 def _skip_tree(tmp_path: Path) -> Path:
-    """A repository layout whose pipeline has no stage: every gate skips (nothing judged: exit 2)."""
+    """A repository layout whose pipeline has one stage of none of the gates': every gate but the
+    seals skips (a real exit-0 check; an empty pipeline is an error, issue #51)."""
     root = tmp_path / "repo"
     root.mkdir()
-    shutil.copy(PARAMS, root / "params.yaml")
-    (root / "dvc.yaml").write_text("stages: {}\n")
-    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    params = yaml.safe_load(PARAMS.read_text())
+    del params["gates"]["scope"]  # not our pipeline: it declares no scope
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / "dvc.yaml").write_text("stages:\n  hello:\n    cmd: echo hi\n")
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages:\n  hello:\n    cmd: echo hi\n")
     return root
 
 
@@ -124,7 +127,7 @@ def test_check_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert code == 2  # nothing judged is an error, never a pass (issue 51)
     n = len(json.loads((root / "reports/gates.json").read_text())["gates"])
     suite = next(iter(JUnitXml.fromfile(str(root / "out/j.xml"))))
-    assert (suite.tests, suite.skipped, suite.failures) == (n, n, 0)
+    assert (suite.tests, suite.skipped, suite.failures) == (n, n - 1, 0)  # the seals pass
     md = (root / "out/g.md").read_text()
     # no stage in this pipeline: the gates that read stages are one line, not n rows (gates/reporting/rows.py)
     shown = md.count("⏭️ skip |") + md.count("✅ pass |")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,22 @@ def test_a_missing_uncached_out_names_its_stage(tmp_path, monkeypatch) -> None:
     (tmp_path / "runs/single").mkdir(parents=True)
     (tmp_path / "runs/single/m.json").write_text("{}")
     assert uncached_missing() == []  # control: present, nothing to run again
+
+
+def test_the_repro_record_is_sealed_and_names_the_dvc_lock_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #51: reports/repro.json is written outside DVC: sealed, provenance refuses a hand edit."""
+    from contracts.fileio import md5_file
+    from gates.judges.provenance import repro_record
+    from pipeline import repro
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    monkeypatch.setattr(repro, "default_remote", lambda: None)
+    monkeypatch.setattr(repro, "missing_outs", lambda: set())
+    monkeypatch.setattr(repro, "repro_serial", lambda targets: (0, {"env": "ran"}, {}))
+    assert repro.run([], True, Path("reports/repro.json"), 1) == 0
+    rec = repro_record(tmp_path)
+    assert rec["stages"] == {"env": "ran"} and rec["dvc_lock_md5"] == md5_file(tmp_path / "dvc.lock")
+    assert len(rec["content_sha256"]) == 64

@@ -8,7 +8,8 @@ against runs/env.json. dvc.yaml must keep train_single's outputs uncached, so fr
 a run trained on this machine, never one restored from the cache. reports/repro.json (written by
 `python -m pipeline.repro`, not by DVC) says which stages ran, were restored or were up to date: the
 verdict repeats it, so a verdict built from reused runs says so, and a train_single it calls restored
-fails the gate.
+fails the gate. Written outside DVC, it is sealed like a registry file (`content_sha256`) and names the
+dvc.lock it left: a hand-written record is an error (issue #51), one of an earlier repro is not used.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any
 import yaml
 
 from contracts import artifact_table
+from contracts.fileio import md5_file
 from contracts.machine import facts_hash, machine_facts
 from contracts.validate import ValidationError
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, passed
 from gates.reading.artifacts import ArtifactError, Artifacts
+from registry.sealed import CONTENT_HASH, content_hash
 
 ENV, ENV_STAGE = "runs/env.json", "env"
 REPRO = "reports/repro.json"
@@ -80,19 +83,34 @@ def machine_problems(a: Artifacts) -> tuple[str, list[str]]:
 
 
 def repro_record(root: Path) -> dict[str, Any] | None:
-    """reports/repro.json when pipeline.repro wrote one (a plain `dvc repro` writes none)."""
+    """reports/repro.json when pipeline.repro wrote one (a plain `dvc repro` writes none). It is written
+    outside DVC, so it is sealed (`content_sha256`, as registry files): a record edited by hand is an
+    error; one of another dvc.lock (an earlier repro) says nothing of this tree: None, said so."""
     path = root / REPRO
     if not path.exists():
         return None
     try:
-        return artifact_table.read("repro", path)
+        rec = artifact_table.read("repro", path)
     except ValidationError as e:
-        raise ArtifactError(str(e)) from None
+        raise ArtifactError(f"{e}; next: rerun python -m pipeline.repro, or delete {REPRO}") from None
+    if rec[CONTENT_HASH] != content_hash(rec):
+        raise ArtifactError(
+            f"{REPRO}: {CONTENT_HASH} does not match its content: edited by hand (rule: only python -m "
+            f"pipeline.repro writes it); next: rerun python -m pipeline.repro, or delete {REPRO}"
+        )
+    lock = root / "dvc.lock"
+    return (
+        rec
+        if rec["dvc_lock_md5"] == (md5_file(lock) if lock.is_file() else None)
+        else {**rec, "stages": None}
+    )
 
 
 def reuse_text(rec: dict[str, Any] | None) -> str:
     if rec is None:
         return f"reuse not recorded ({REPRO} absent: run python -m pipeline.repro)"
+    if rec["stages"] is None:
+        return f"reuse not recorded ({REPRO} is of another dvc.lock: an earlier repro)"
     by: dict[str, list[str]] = {"ran": [], "restored": [], "unchanged": []}
     for stage, how in sorted(rec["stages"].items()):
         by[how].append(stage)
@@ -109,7 +127,7 @@ def provenance(a: Artifacts) -> Outcome:
     here, problems = machine_problems(a)
     problems += uncached_problems(a.root)
     rec = repro_record(a.root)
-    if rec is not None and rec["stages"].get(FRESH) == "restored":
+    if rec is not None and (rec["stages"] or {}).get(FRESH) == "restored":
         problems.append(f"{REPRO}: {FRESH} was restored from the run cache, not trained on this machine")
     reuse = reuse_text(rec)
     if problems:

@@ -21,6 +21,7 @@ from gates.judges.outcome import Outcome, passed
 from gates.reading import dvcstatus
 from gates.reading.artifacts import Artifacts
 from gates.reading.dvclock import DvcLock, dir_md5
+from gates.reading.scope import DECLARED, Sources, declared_stages, required_stages, scope_problems
 from registry.store import FileCheck
 
 MAX_NAMED = 8  # files named in the message; the count says how many more
@@ -86,14 +87,62 @@ def stale(lock: DvcLock, stages: list[str]) -> Outcome | None:
     problems = [c for changes in dvcstatus.status(lock, stages).values() for c in changes if c.kind != "out"]
     if not problems:
         return None
-    more = f" (and {len(problems) - MAX_NAMED} more)" if len(problems) > MAX_NAMED else ""
     names = sorted({c.stage for c in problems})
-    said = "; ".join(f"stage {c.stage}: {c.why}" for c in problems[:MAX_NAMED])
+    said = named([f"stage {c.stage}: {c.why}" for c in problems])
     return Outcome(
         "error", len(problems), "every dep and param equal to dvc.lock",
-        "stale: " + said + more + ": the artifacts were made before this "
+        "stale: " + said + ": the artifacts were made before this "
         f"edit and would be judged as this tree's (dvc repro {' '.join(names)}, or undo the edit)",
     )  # fmt: skip
+
+
+def named(problems: list[str]) -> str:
+    """The first MAX_NAMED problems, and how many more."""
+    more = f" (and {len(problems) - MAX_NAMED} more)" if len(problems) > MAX_NAMED else ""
+    return "; ".join(problems[:MAX_NAMED]) + more
+
+
+def out_of_scope(a: Artifacts, declared: list[str] | None) -> Outcome | None:
+    """An error when dvc.yaml says less than the verdict needs (gates/reading/scope.py): no stage at
+    all, a declared stage it lacks, a dep a declared stage's command imports that it does not declare.
+    Checked before anything else: every later check judges only what dvc.yaml names."""
+    problems = scope_problems(a.lock.definitions, declared, Sources(a.root))
+    if not problems:
+        return None
+    return Outcome(
+        "error", len(problems), "dvc.yaml defines every stage and dep the verdict needs",
+        named(problems) + ": the verdict would judge less than the pipeline (restore dvc.yaml: git "
+        "checkout dvc.yaml; or add each dep and dvc repro the stage)",
+    )  # fmt: skip
+
+
+def thawed(lock: DvcLock, stages: list[str]) -> tuple[Outcome | None, list[str]]:
+    """An error naming each frozen stage whose deps or params changed since its dvc.lock entry (`dvc
+    repro` never reruns a frozen stage, even with --force), and the frozen stages that did not change."""
+    changes = dvcstatus.frozen(lock, stages)
+    problems = [c for cs in changes.values() for c in cs]
+    still = sorted(s for s, cs in changes.items() if not cs)
+    if not problems:
+        return None, still
+    names = sorted({c.stage for c in problems})
+    unfreeze = " && ".join(f"dvc unfreeze {n}" for n in names)
+    return Outcome(
+        "error", len(problems), "every frozen stage's deps and params equal to dvc.lock",
+        "frozen: " + named([f"stage {c.stage}: {c.why}" for c in problems]) + ": dvc repro never reruns "
+        f"a frozen stage, so its artifacts are older than this tree ({unfreeze} && dvc repro "
+        f"{' '.join(names)}, or undo the edit)",
+    ), still  # fmt: skip
+
+
+def scope_while_hashing(
+    a: Artifacts, declared: list[str] | None, sealed: list[tuple[str, str]]
+) -> Outcome | None:
+    """out_of_scope(), while the sealed files hash on other threads: parsing the code (~0.1 s) holds
+    the GIL, hashing the outs (~0.1-0.2 s) mostly does not, so on two cores the two overlap."""
+    with ThreadPoolExecutor(max_workers=1) as pool:  # pragma: no mutate -- equivalent: threads, not results
+        hashed = pool.submit(prefetch, a.lock, sealed)
+        wrong = out_of_scope(a, declared)
+    return wrong or hashed.result()  # the scope is the first verdict; a file that cannot be hashed, later
 
 
 def differences(lock: DvcLock, path: str, recorded: str) -> tuple[int, list[str]]:
@@ -125,9 +174,14 @@ def prefetch(lock: DvcLock, paths: list[tuple[str, str]]) -> None:
         # pragma: no mutate end
 
 
-def seals(a: Artifacts) -> Outcome:
+def seals(a: Artifacts, declared: list[str] | None = None) -> Outcome:
+    """The seals' verdict; `declared`: the stages the project declares its verdict needs (None: none)."""
     lock = a.lock
     stages = in_scope(lock, a.scope)
+    sealed = sealed_paths(lock, stages)
+    wrong = scope_while_hashing(a, declared, sealed)
+    if wrong:
+        return wrong
     if not stages:
         return Outcome("skip", None, "every file equal to dvc.lock", "no stage in dvc.yaml or dvc.lock")
     gaps = missing(lock, stages)
@@ -137,24 +191,31 @@ def seals(a: Artifacts) -> Outcome:
             "dvc.lock is partial: " + "; ".join(gaps) + " (restore it: git checkout dvc.lock)",
         )  # fmt: skip
     files, problems = 0, []
-    sealed = sealed_paths(lock, stages)
-    prefetch(lock, sealed)
     for path, recorded in sealed:
         n, why = differences(lock, path, recorded)
         files, problems = files + n, problems + why
     if problems:
-        more = f" (and {len(problems) - MAX_NAMED} more)" if len(problems) > MAX_NAMED else ""
         return Outcome(
             "error", len(problems), "every file equal to dvc.lock",
-            "; ".join(problems[:MAX_NAMED]) + more
-            + ": changed since dvc repro wrote it (dvc repro the stage, or restore it)",
+            named(problems) + ": changed since dvc repro wrote it (dvc repro the stage, or restore it)",
         )  # fmt: skip
     old = stale(lock, stages)  # after the outs: a tampered out is named as such, not as its readers' dep
     if old:
         return old
-    return passed(
-        files, "every file equal to dvc.lock", f"{files} files of {len(stages)} stages equal dvc.lock"
-    )
+    thaw, still = thawed(lock, stages)
+    if thaw:
+        return thaw
+    return passed(files, "every file equal to dvc.lock", pass_text(files, stages, still, declared))
+
+
+def pass_text(files: int, stages: list[str], still: list[str], declared: list[str] | None) -> str:
+    """What the seals checked, with what the verdict rests on: frozen stages, an undeclared scope."""
+    text = f"{files} files of {len(stages)} stages equal dvc.lock"
+    if still:
+        text += f"; frozen, not rerun by dvc repro (deps and params unchanged): {', '.join(still)}"
+    if declared is None:
+        text += f"; scope not declared ({DECLARED}): judged the stages dvc.yaml defines"
+    return text
 
 
 def recorded_md5(lock: DvcLock, c: dvcstatus.Change) -> str:
@@ -192,14 +253,18 @@ def seals_picture(a: Artifacts, t: Thresholds) -> Picture:
 
 GATE = Gate(
     id="seals",
-    checks="dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
-    "and every folder dep such as registry/models, equals its dvc.lock md5",
+    checks="dvc.yaml defines every stage the params declare (gates.scope), each with every file its command "
+    "imports; dvc.lock records every stage and out of dvc.yaml; every out (each file of a folder out), "
+    "and every folder dep such as registry/models, equals its dvc.lock md5; no stage is stale as dvc "
+    "status says, and no frozen stage's deps changed",
     threshold=lambda t: "every file equal to dvc.lock",
-    run=lambda a, t: seals(a),
+    run=lambda a, t: seals(
+        a, required_stages(t, a.root, a.params.source) if a.params else declared_stages(t)
+    ),
     why="a gate reads some files of some outs: a tampered checkpoint, csv, report or token file would "
     "otherwise pass unseen, and a deleted dvc.lock (or entry) would switch every artifact check off",
     investigate="the message names each file and both md5s; dvc status says which stage is stale; "
     "dvc repro it, or restore the file (dvc checkout) and dvc.lock (git checkout dvc.lock)",
-    takes=(),
+    takes=("scope",),
     picture=seals_picture,
 )

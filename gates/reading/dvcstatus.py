@@ -21,13 +21,13 @@ thinnings and edits of dvc.lock, params and deps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from contracts.fileio import read_json
+from contracts.fileio import read_json, read_regular
 from contracts.validate import ValidationError
-from contracts.yamlfile import load_pipeline
+from contracts.yamlfile import PIPELINE_BYTES, decoded, load_pipeline
 from gates.reading.dvclock import DvcLock, dir_md5
 from gates.reading.dvcyaml import StageDef
 
@@ -52,13 +52,14 @@ def entries(body: dict[str, Any], key: str) -> dict[str, dict[str, Any]]:
     return {str(e.get("path")): e for e in body.get(key) or [] if isinstance(e, dict)}
 
 
-def md5_now(lock: DvcLock, path: str) -> str | None:
-    """The md5 DVC would compute for `path` now: a file's, a folder's `.dir` hash; None when absent."""
+def md5_now(lock: DvcLock, path: str, legacy: bool = False) -> str | None:
+    """The md5 DVC would compute for `path` now: a file's, a folder's `.dir` hash; None when absent
+    (`legacy`: as DVC 2 recorded it, md5-dos2unix)."""
     full = lock.root / path
     if full.is_file():
-        return lock.md5(path)
+        return lock.md5(path, legacy)
     if full.is_dir():
-        return dir_md5(lock.listing(path))
+        return dir_md5(lock.listing(path, legacy))
     return None
 
 
@@ -66,7 +67,7 @@ def path_change(
     lock: DvcLock, stage: str, kind: str, path: str, entry: dict[str, Any] | None
 ) -> Change | None:
     """A dep's or out's status: deleted, modified (md5 moved, or no dvc.lock entry), or None."""
-    now = md5_now(lock, path)
+    now = md5_now(lock, path, legacy=entry is not None and "hash" not in entry)
     recorded = (str(entry["md5"]) if entry and "md5" in entry else "") or None
     if now is None:
         return Change(
@@ -97,8 +98,22 @@ def dig(doc: Any, key: str) -> Any:
     return doc
 
 
+def dvc_parsed(path: Path, suffix: str) -> Any:
+    """A .toml or .py params file read by DVC's own parser (dvc/utils/serialize: tomlkit, ast); imported
+    only for such a file, as its cost is DVC's start-up (docs/verdicts.md, "Cost")."""
+    from dvc.utils.serialize import ParseError, parse_py, parse_toml
+
+    text = decoded(read_regular(path, PIPELINE_BYTES), str(path))
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # DVC opens it in text mode: universal newlines
+    try:
+        return (parse_toml if suffix == ".toml" else parse_py)(text, str(path))
+    except ParseError as e:
+        raise ValidationError(str(path), "", f"DVC cannot read it: {e}") from None
+
+
 class ParamsFiles:
-    """Params files as DVC reads them (YAML 1.2, or JSON), each read once per check."""
+    """Params files as DVC reads them (by suffix: JSON, TOML, Python, anything else YAML 1.2), each
+    read once per check."""
 
     def __init__(self, root: Path) -> None:
         self.root, self.cache = root, {}
@@ -106,12 +121,13 @@ class ParamsFiles:
     def __call__(self, name: str) -> Any:
         if name not in self.cache:
             path = self.root / name
-            if name.endswith(".json"):
-                self.cache[name] = read_json(path)
-            elif name.endswith((".yaml", ".yml")):
-                self.cache[name] = load_pipeline(path)
+            suffix = Path(name).suffix.lower()
+            if suffix == ".json":
+                self.cache[name] = read_json(path) or {}
+            elif suffix in (".toml", ".py"):
+                self.cache[name] = dvc_parsed(path, suffix)
             else:
-                raise ValidationError(str(path), "", "a params file the gates read only as YAML or JSON")
+                self.cache[name] = load_pipeline(path)
         return self.cache[name]
 
 
@@ -122,8 +138,8 @@ def key_change(stage: str, name: str, key: str, now: Any, then: Any) -> list[Cha
         return [Change(stage, "param", where, "deleted", f"{where} is absent, dvc.lock recorded {then!r}")]
     if then is ABSENT:
         return [Change(stage, "param", where, "new", f"{where} is {now!r}, dvc.lock recorded none")]
-    if now == then:  # DVC compares with `!=` too: 1 == 1.0, and a NaN is never equal
-        return []
+    if now == then or (isinstance(now, tuple) and list(now) == then):  # DVC's `!=`: 1 == 1.0, NaN never
+        return []  # equal; a Python params file's tuple equals the list dvc.lock recorded (top level only)
     leaves = leaf_diffs(key, now, then) or [(key, now, then)]
     return [Change(stage, "param", f"{name} {k}", "modified", f"{name} {k} is {a!r}, dvc.lock recorded {b!r}")
             for k, a, b in leaves]  # fmt: skip
@@ -174,6 +190,24 @@ def stage_changes(lock: DvcLock, stage: str, d: StageDef, files: ParamsFiles) ->
     outs = entries(body, "outs")
     out += [c for p in d.out_paths if (c := path_change(lock, stage, "out", p, outs.get(p)))]
     return out
+
+
+def frozen(lock: DvcLock, stages: list[str]) -> dict[str, list[Change]]:
+    """Each frozen stage of `stages` that dvc.lock records -> what changed in its deps and params since
+    its lock entry ([]: unchanged). `dvc status` and `dvc repro` skip those (even with --force), so
+    the artifacts may be older than the code: the seals say so, and name the change as an error."""
+    files = ParamsFiles(lock.root)
+    found = {}
+    for stage in stages:
+        d = lock.definitions.get(stage)
+        if d is not None and d.frozen and stage in lock.stages:
+            # pragma: no mutate start -- equivalent: None is False to `if not d.frozen`
+            thawed = replace(d, frozen=False)
+            # pragma: no mutate end
+            found[stage] = [
+                c for c in stage_changes(lock, stage, thawed, files) if c.kind in ("dep", "param")
+            ]
+    return found
 
 
 def status(lock: DvcLock, stages: list[str]) -> dict[str, list[Change]]:
