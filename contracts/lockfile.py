@@ -59,13 +59,35 @@ def _same_file(fd: int, path: Path) -> bool:
     return (mine.st_dev, mine.st_ino) == (at.st_dev, at.st_ino)
 
 
+def _named(fd: int) -> list[str]:
+    """The lock file's line: [pid, command], [pid] or [] (empty)."""
+    return os.pread(fd, 512, 0).decode("utf-8", "replace").split(maxsplit=1)
+
+
 def holder(fd: int) -> str:
     """Who the lock file names: `pid N (command)`, or `an unknown process` (an empty file)."""
-    words = os.pread(fd, 512, 0).decode("utf-8", "replace").split(maxsplit=1)
+    words = _named(fd)
     if not words:
         return "an unknown process"
     what = f" ({printable(words[1].strip())})" if len(words) > 1 else ""
     return f"pid {printable(words[0])}{what}"
+
+
+def holding(target: str | Path) -> str | None:
+    """Who holds `target`'s lock now (`pid N (command)`), or None: nobody, or this process itself. A
+    reader that finds a writer's half-done work names the writer instead of blaming a past crash."""
+    try:
+        fd = os.open(lock_path(target), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # no lock file: nobody writes
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None if _named(fd)[:1] == [str(os.getpid())] else holder(fd)
+        return None  # a lock file nobody holds (left by a killed writer)
+    finally:
+        os.close(fd)
 
 
 class WriteLock:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contracts import artifact_table, outputs
+from contracts import artifact_table, lockfile, outputs
 from contracts.checkpoint_dir import resolve_checkpoint
 from contracts.errors import cli
 from contracts.fileio import atomic_write_json, md5_file
@@ -36,6 +36,7 @@ from registry.checks import (
     PINNED_FILES,
     check_against_manifest,
     check_checkpoint,
+    check_finite,
     check_name,
     inside,
     validate_everything,
@@ -195,7 +196,7 @@ def bless_golden(
 ) -> int:
     """A golden from a run record: its trajectory, its parameter digest and (`export_dir`) the export
     md5s. A project of its own (runrecord) has no export: its golden is the run alone."""
-    metrics = artifact_table.read("metrics", metrics_path)
+    metrics = check_finite(artifact_table.read("metrics", metrics_path), str(metrics_path))
     env = metrics["env"]
     env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
     export = None
@@ -403,13 +404,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "validate":
         print(f"registry: {validate_everything(reg)} files valid, {reg.verify_index()} indexed")
         return 0
-    if args.cmd in ("index", "bless", "pin"):
-        check_root(reg)
+    if args.cmd == "verify":
+        return verify_command(reg, args)
+    check_root(reg)  # index, bless, pin: the commands that write
+    root = reg.root.resolve()
+    root.parent.mkdir(parents=True, exist_ok=True)  # a new registry's folder: its lock sits beside it
+    with lockfile.held(root, f"python -m registry {args.cmd}"):  # one writer at a time
+        return write_command(reg, args)
+
+
+def write_command(reg: Registry, args: argparse.Namespace) -> int:
+    """index, bless or pin, under the registry's lock (a second writer waits, or fails naming this one)."""
     if args.cmd == "index":
         print(f"registry: indexed {index.create(reg.root)} files in {reg.root / index.INDEX}")
         return 0
-    if args.cmd == "verify":
-        return verify_command(reg, args)
     if args.cmd == "bless":
         return bless(reg, args)
     if args.cmd == "pin":

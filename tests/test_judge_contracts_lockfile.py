@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, code_first
 from contracts import lockfile
 from contracts.errors import FileWriteError, report
-from contracts.lockfile import Busy, WriteLock, held, holder, lock_path
+from contracts.lockfile import Busy, WriteLock, held, holder, holding, lock_path
 
 
 def test_the_lock_sits_beside_its_target() -> None:
@@ -178,12 +178,16 @@ def test_another_process_holding_it_is_named_and_its_death_frees_it(
         text=True,
     )  # fmt: skip
     try:
+        assert holding(target) is None  # no lock file yet
         assert child.stdout is not None and child.stdout.readline() == "held\n"
+        assert holding(target) == f"pid {child.pid} (python -m registry pin)"
         with pytest.raises(Busy, match=f"being written by pid {child.pid} \\(python -m registry pin\\)"):
             held(target, "mine", wait_s=0.2)
         os.kill(child.pid, signal.SIGKILL)  # no release: the file stays, the kernel drops the flock
         child.wait(30)
+        assert (tmp_path / ".registry.lock").exists() and holding(target) is None  # nobody holds it
         lock = held(target, "mine", wait_s=5)
+        assert holding(target) is None  # this process's own lock is no other writer
         assert lock.stale == f"pid {child.pid} (python -m registry pin)"
         assert "taken over" in capfd.readouterr().err
         lock.release()

@@ -267,6 +267,32 @@ def test_an_export_edited_since_its_manifest_is_refused(reg: Registry, tmp_path:
     assert not (reg.root / "goldens").exists()
 
 
+@pytest.mark.parametrize(
+    ("change", "key", "value"),
+    [
+        ({"train_loss": [4.0, float("nan"), 3.0, 2.5]}, "train_loss[1]", "nan"),
+        ({"eval": [{"step": 0, "loss": 4.5}, {"step": 2, "loss": 3.5}, {"step": 4, "loss": float("inf")}]},
+         "eval[2].loss", "inf"),
+        ({"grad_norm": [1.0, 2.0, 3.0, -float("inf")]}, "grad_norm[3]", "-inf"),
+        ({"tokens_per_s": float("nan")}, "tokens_per_s", "nan"),  # anywhere: the gates refuse it too
+    ],
+)  # fmt: skip
+def test_a_golden_of_a_non_finite_run_is_refused_before_anything_is_written(
+    reg: Registry, tmp_path: Path, change: dict, key: str, value: str
+) -> None:
+    """A NaN loss blessed with exit 0 was a golden never to be taken back: every later check failed."""
+    run = write_run(tmp_path, **change)
+    before = sorted(p.relative_to(reg.root) for p in reg.root.rglob("*"))
+    with pytest.raises(ValidationError) as e:
+        cli.bless_golden(reg, run, None, None, "a golden of a diverged run", "params.yaml")
+    assert str(e.value) == (
+        f"{run}: {key}: {value} is not a finite number: the gates fail this run, and a blessing is never "
+        "taken back (rule: a finite run record); next: fix the run and re-run it (dvc repro), then bless"
+    )
+    assert e.value.exit_code == 2
+    assert sorted(p.relative_to(reg.root) for p in reg.root.rglob("*")) == before
+
+
 @pytest.fixture()
 def golden(reg: Registry, tmp_path: Path, capsys) -> tuple[Registry, Path]:
     write_export(tmp_path / "export")
