@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ def hold(run_dir: Path) -> lockfile.WriteLock:
     try:
         with naming_the_file(run_dir.parent):
             run_dir.parent.mkdir(parents=True, exist_ok=True)
-        lock = lockfile.WriteLock(run_dir, f"runrecord in {Path(sys.argv[0]).name or 'python'}").acquire(0)
+        lock = lockfile.WriteLock(run_dir, "runrecord").acquire(0)
     except FileWriteError as e:
         raise _unwritable(e.path, run_dir, e.errno) from None
     try:

@@ -371,10 +371,10 @@ def test_a_second_recorder_into_the_same_folder_is_refused_at_construction(tmp_p
     model = tiny()
     first = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=run)
     lock = tmp_path / "runs" / ".proc.lock"
-    assert lock.read_text().startswith(f"{os.getpid()} runrecord in ")
+    assert lock.read_text() == f"{os.getpid()} runrecord\n"
     with pytest.raises(Busy) as e:
         RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
-    assert str(e.value).startswith(f"{run}: being written by pid {os.getpid()} (runrecord in ")
+    assert str(e.value).startswith(f"{run}: being written by pid {os.getpid()} (runrecord) (lock ")
     assert "\n" not in str(e.value) and e.value.exit_code == 2
     train(first, model)
     first.finish()
@@ -421,7 +421,7 @@ def test_another_process_recording_into_the_folder_is_named(tmp_path: Path) -> N
         assert child.stdout is not None and child.stdout.readline() == "recording\n"
         with pytest.raises(Busy) as e:
             RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
-        assert str(e.value).startswith(f"{run}: being written by pid {child.pid} (runrecord in -c)")
+        assert str(e.value).startswith(f"{run}: being written by pid {child.pid} (runrecord)")
     finally:
         child.kill()
         child.wait(30)
@@ -477,7 +477,7 @@ def test_our_launcher_and_a_recorder_share_the_run_folders_lock(tmp_path: Path) 
     with rundir.locked(run), pytest.raises(Busy, match=r"\(python -m pipeline\.train\)"):
         RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
     rec = RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
-    with pytest.raises(Busy, match=r"\(runrecord in "), rundir.locked(run):
+    with pytest.raises(Busy, match=r"\(runrecord\)"), rundir.locked(run):
         pass
     del rec
     assert os.listdir(tmp_path / "runs") == []

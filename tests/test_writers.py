@@ -8,6 +8,7 @@ and see the value lost. The in-process tests of the same code are the judge's un
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,133 @@ def test_a_reader_during_a_pin_names_the_writer(registry_and_checkpoint) -> None
         "now; next: let it finish, then re-run\n"
     ), listed.stderr
     assert listed.stderr.count("\n") == 1
+
+
+# -- a signal to `gates mutate` / `gates bisect` ends their children ---------------------------------
+
+SLOW_STAGE = """
+import subprocess, sys, time
+# a grandchild in a session of its own, as torchrun's agent is: out of reach of its group's signal
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", sys.argv[1]], start_new_session=True)
+print("started", flush=True)
+time.sleep(600)
+"""
+
+CATALOGUE = """
+campaign: {skip_stages: [], skip_gates: [], timeout_s: 900}
+profiles: {default: []}
+mutants:
+  - {id: m1, area: control, what: "a mutant of a fake project", expect: [],
+     edits: [{file: pkg/target.py, old: "x = 1", new: "x = 2"}]}
+"""
+
+
+def slow_project(root: Path, marker: str) -> Path:
+    """A git + DVC project whose one stage runs until killed, with a child in another session."""
+    root.mkdir()
+    (root / "slow.py").write_text(SLOW_STAGE)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "target.py").write_text("x = 1\n")
+    (root / "params.yaml").write_text("knob: 1\n")
+    (root / "dvc.yaml").write_text(
+        f"stages:\n  slow:\n    cmd: python3 slow.py {marker}\n    deps: [slow.py]\n"
+    )
+    env = {**code_first(REPO), "DVC_NO_ANALYTICS": "1"}
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"]):  # fmt: skip
+        subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
+    return root
+
+
+def processes(marker: str) -> list:
+    from proctree_cases import tree
+
+    return tree(marker)
+
+
+HARNESS = """
+import contextlib, sys
+from gates.campaigns import children
+if sys.argv[1] == "no-handler":  # main: no signal handling in the campaigns
+    children.ending_on_signal = lambda command: contextlib.nullcontext()
+from gates.__main__ import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def start_campaign(tmp_path: Path, mode: str, *argv: str) -> subprocess.Popen:
+    env = {**code_first(REPO), "DVC_NO_ANALYTICS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", HARNESS, mode, *argv], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def interrupt_once_running(campaign: subprocess.Popen, marker: str) -> tuple[str, str]:
+    from proctree_cases import wait_for
+
+    def grandchild() -> bool:  # the stage's child in a session of its own is running
+        return any("time.sleep(600)" in " ".join(p.cmdline()) for p in processes(marker))
+
+    assert wait_for(lambda: grandchild() or campaign.poll() is not None, 300, 0.1)
+    assert campaign.poll() is None, campaign.communicate()
+    campaign.send_signal(signal.SIGINT)  # to the campaign's pid alone, as `kill -INT` does
+    return campaign.communicate(timeout=120)
+
+
+def mutate_argv(tmp_path: Path, root: Path) -> list[str]:
+    (tmp_path / "cat.yaml").write_text(CATALOGUE)
+    return ["--root", str(root), "mutate", "--catalogue", str(tmp_path / "cat.yaml"), "--work",
+            str(tmp_path / "work"), "--jobs", "1"]  # fmt: skip
+
+
+def test_sigint_to_gates_mutate_in_its_baseline_ends_every_child(tmp_path: Path) -> None:
+    """main: a 33-line traceback, and `dvc repro` with its stage's processes lived on."""
+    from proctree_cases import kill_all, wait_for
+
+    marker = f"xtrain-sigint-{tmp_path.name}"
+    root = slow_project(tmp_path / "project", marker)
+    campaign = start_campaign(tmp_path, "handler", *mutate_argv(tmp_path, root))
+    try:
+        _, err = interrupt_once_running(campaign, marker)
+        assert campaign.returncode == 130, err
+        assert err.endswith("running processes ended, none left behind; what finished before is kept\n"), err
+        assert err.startswith("error: gates mutate: interrupted by SIGINT: ") and err.count("\n") == 1, err
+        assert wait_for(lambda: not processes(marker), 5), [p.cmdline() for p in processes(marker)]
+    finally:
+        kill_all(marker)
+
+
+def test_negative_control_without_the_handler_children_outlive_the_campaign(tmp_path: Path) -> None:
+    """The same SIGINT with main's campaign (no handler): a traceback, and the stage lives on."""
+    from proctree_cases import kill_all
+
+    marker = f"xtrain-sigint-{tmp_path.name}"
+    root = slow_project(tmp_path / "project", marker)
+    campaign = start_campaign(tmp_path, "no-handler", *mutate_argv(tmp_path, root))
+    try:
+        _, err = interrupt_once_running(campaign, marker)
+        assert campaign.returncode != 130 and "Traceback (most recent call last)" in err
+        assert processes(marker), "the stage died with the campaign: the test above proves nothing"
+    finally:
+        kill_all(marker)
+
+
+def test_sigint_to_gates_bisect_ends_every_child_and_its_worktree(tmp_path: Path) -> None:
+    from proctree_cases import kill_all, wait_for
+
+    marker = f"xtrain-sigint-{tmp_path.name}"
+    root = slow_project(tmp_path / "project", marker)
+    (root / "pkg" / "target.py").write_text("x = 2\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two"], cwd=root,
+                   check=True)  # fmt: skip
+    campaign = start_campaign(tmp_path, "handler", "--root", str(root), "bisect", "HEAD~1", "HEAD")
+    try:
+        out, err = interrupt_once_running(campaign, marker)
+        assert campaign.returncode == 130, (out, err)
+        assert err.startswith("error: gates bisect: interrupted by SIGINT: ") and err.count("\n") == 1, err
+        assert wait_for(lambda: not processes(marker), 5), [p.cmdline() for p in processes(marker)]
+        listed = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+        assert listed.count("\n") == 1, listed  # the scratch worktree was removed on the way out
+    finally:
+        kill_all(marker)
