@@ -137,3 +137,46 @@ def commit(staging: Path, run_dir: str | Path) -> None:
         outputs.write_marker(staging, outputs.RUN)  # at the swap: a staging folder holds only outputs
         os.chmod(staging, 0o755)
         replace_directory(staging, run_dir)
+
+
+Snapshot = dict[str, tuple[int, int]]
+
+
+def snapshot(run_dir: str | Path) -> Snapshot | None:
+    """Every file under the run folder with its size and mtime; None where there is no folder."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return None
+    out = {}
+    for p in sorted(run_dir.rglob("*")):
+        st = p.lstat()
+        if not p.is_dir() or p.is_symlink():
+            out[p.relative_to(run_dir).as_posix()] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def describe(run_dir: str | Path, before: Snapshot | None) -> str:
+    """What the run folder holds now, said against what it held when the launcher started (`before`):
+    after a SIGINT to `dvc repro -s -f train@proc` the launcher said "runs/proc is unchanged" of a
+    folder DVC had emptied before it started. Only what is on disk is said."""
+    now, stage = snapshot(run_dir), os.environ.get("DVC_STAGE")
+    if now is None:
+        if before is not None:
+            return f"{run_dir} is gone: it was removed while this launcher ran"
+        said = f"{run_dir} holds no run: it was already absent when this launcher started"
+        if stage:  # the run DVC recorded is in its cache
+            said += (
+                f" (DVC removes a stage's outputs before it runs it; `dvc checkout {stage}` restores them)"
+            )
+        return said + _kept(run_dir)
+    if now != before:
+        return f"{run_dir} changed while this launcher ran (not by it: it writes only {partial_dir(run_dir)})"
+    held = "the previous run" if "metrics.json" in now else "no run"
+    return f"{run_dir} is unchanged: it holds {held}, as when this launcher started" + _kept(run_dir)
+
+
+def _kept(run_dir: str | Path) -> str:
+    staging = partial_dir(run_dir)
+    if not has_checkpoint(staging):
+        return ""
+    return f"; the interrupted run's checkpoints are in {staging} (--resume continues from them)"
