@@ -28,13 +28,21 @@ from gates.campaigns.children import Done, Interrupted
 PR_GET_CHILD_SUBREAPER = 37
 
 
+def zombie_children() -> list[int]:
+    return [c.pid for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+
+
 @pytest.fixture(autouse=True)
 def clean_state():
+    """Each test leaves no state, no live registration and no unreaped child of this process (the
+    mutation runner reaps every child it has with os.wait: one it never started broke it)."""
     children._signal.clear()
+    zombies = zombie_children()
     yield
     children._signal.clear()
     children._adopt_orphans(False)
     assert children._live == {}
+    assert wait_for(lambda: zombie_children() == zombies, 5), (zombie_children(), zombies)
 
 
 def marked(marker: str) -> list[psutil.Process]:

@@ -142,6 +142,8 @@ def end_all(sig: int, grace_s: float = GRACE_S) -> int:
     for p in children:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(grace_s)
+    mine = {p.pid for p in children}  # reaped by their Popen above; the adopted ones are reaped here
+    psutil.wait_procs([q for pid, q in seen.items() if pid not in mine], timeout=grace_s)
     return len(seen)
 
 
