@@ -59,11 +59,6 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
 
 
-def _inside_git(folder: Path) -> bool:
-    proc = _git(folder, "rev-parse", "--is-inside-work-tree")
-    return proc.returncode == 0 and proc.stdout.strip() == "true"
-
-
 def _existing(folder: Path) -> Path:
     """`folder`, or its nearest ancestor that exists: where git can be asked about it."""
     while not folder.is_dir() and folder != folder.parent:

@@ -1,7 +1,7 @@
 """`gates init` (gates/scaffold.py) in-process (issue #37: its functions were reached only through
 `python -m gates init` subprocesses, so no mutant of them had a test).
 
-`_run` and `_inside_git` run real commands (git, the Python interpreter: milliseconds); `init` gets a
+`_run` and `git_state` run real commands (git, the Python interpreter: milliseconds); `init` gets a
 recording `_run`, since `dvc init` costs ~1.5 s and tests/test_scaffold.py runs the real one.
 """
 
@@ -66,16 +66,15 @@ def test_run_fails_where_the_folder_is_not_the_cwd(tmp_path: Path) -> None:
         scaffold._run(other, *py(check.format(str(tmp_path))))
 
 
-# ---- _inside_git: only a git work tree ----------------------------------------------------------
+# ---- git_state: only a git work tree, or none ---------------------------------------------------
 
 
-def test_inside_git(tmp_path: Path) -> None:
-    assert scaffold._inside_git(tmp_path) is False  # /tmp's pytest folders lie in no repository
+def test_git_state_of_a_work_tree(tmp_path: Path) -> None:
+    assert scaffold.git_state(tmp_path) is False  # /tmp's pytest folders lie in no repository
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "sub").mkdir()
-    assert scaffold._inside_git(tmp_path) is True
-    assert scaffold._inside_git(tmp_path / "sub") is True
-    assert scaffold._inside_git(tmp_path / ".git") is False  # git says "false" there, exit 0
+    assert scaffold.git_state(tmp_path) is True
+    assert scaffold.git_state(tmp_path / "sub") is True
 
 
 # ---- refuse: a new project goes only into a new or empty folder ---------------------------------
