@@ -60,8 +60,8 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _named(fd: int) -> list[str]:
-    """The lock file's line: [pid, command], [pid] or [] (empty)."""
-    return os.pread(fd, 512, 0).decode("utf-8", "replace").split(maxsplit=1)
+    """The lock file's line (its first 512 bytes): [pid, command], [pid] or [] (empty)."""
+    return os.pread(fd, 512, 0).decode(errors="replace").split(maxsplit=1)  # UTF-8
 
 
 def holder(fd: int) -> str:
@@ -77,7 +77,7 @@ def holding(target: str | Path) -> str | None:
     """Who holds `target`'s lock now (`pid N (command)`), or None: nobody, or this process itself. A
     reader that finds a writer's half-done work names the writer instead of blaming a past crash."""
     try:
-        fd = os.open(lock_path(target), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(lock_path(target), os.O_RDONLY | os.O_NOFOLLOW)  # Python adds O_CLOEXEC (PEP 446)
     except OSError:  # no lock file: nobody writes
         return None
     try:
@@ -103,8 +103,9 @@ class WriteLock:
         """Hold the lock, waiting up to `wait_s` (default WAIT_S) for another writer; Busy naming it after."""
         deadline = time.monotonic() + (WAIT_S if wait_s is None else wait_s)
         while True:
-            with naming_the_file(self.path):  # its folder must exist: a lock never makes one
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            # its folder must exist: a lock never makes one; never through a link; O_CLOEXEC: Python's
+            with naming_the_file(self.path):  # pragma: no mutate -- equivalent: os.open's error names it
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             if _flock(fd):
                 if _same_file(fd, self.path):
                     break
@@ -112,7 +113,7 @@ class WriteLock:
                 continue
             who = holder(fd)
             os.close(fd)
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:  # pragma: no mutate -- equivalent: `>`, the clock moved
                 raise Busy(
                     f"{self.target}: being written by {who} (lock {self.path}); next: let it finish "
                     f"(or stop it), then re-run"
@@ -124,8 +125,8 @@ class WriteLock:
                 f"warning: {self.path}: left by {self.stale}, which ended without removing it; taken over",
                 file=sys.stderr,
             )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {printable(self.what)}\n".encode(), 0)
+        written = os.pwrite(fd, f"{os.getpid()} {printable(self.what)}\n".encode(), 0)
+        os.ftruncate(fd, written)  # a longer line of a stale holder's is cut
         self.fd = fd
         return self
 

@@ -19,6 +19,7 @@ git and dvc (argv lists, no shell).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -41,6 +42,13 @@ class ScaffoldError(XtrainError):
     exit_code = 2
 
 
+def _said(text: str, default: str) -> str:
+    """A tool's own error line: the first `ERROR:` (DVC) or `fatal:`/`error:` (git) line, else its
+    last line (DVC ends with an advert for its support chat), else `default`."""
+    lines = text.strip().splitlines()
+    return ([x for x in lines if x.startswith(("ERROR:", "fatal:", "error:"))] or lines[-1:] or [default])[0]
+
+
 def _run(folder: Path, *argv: str) -> None:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     try:
@@ -48,15 +56,12 @@ def _run(folder: Path, *argv: str) -> None:
     except OSError as e:  # the program itself could not start
         raise ScaffoldError(f"{folder}: {' '.join(argv)} failed: {e.strerror or e}") from None
     if proc.returncode != 0:
-        lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        said = (
-            [x for x in lines if x.startswith(("ERROR:", "fatal:", "error:"))] or lines[-1:] or ["no output"]
-        )
-        raise ScaffoldError(f"{folder}: {' '.join(argv)} failed: {said[0]}")
+        said = _said(proc.stderr.strip() or proc.stdout, "no output")
+        raise ScaffoldError(f"{folder}: {' '.join(argv)} failed: {said}")
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+def _git(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=stdin)
 
 
 def _existing(folder: Path) -> Path:
@@ -73,10 +78,10 @@ def git_state(folder: Path) -> bool:
     proc = _git(where, "rev-parse", "--is-inside-work-tree")
     if proc.returncode == 0 and proc.stdout.strip() == "true":
         return True
-    said = proc.stderr.strip().splitlines()[-1:] or [f"inside a git directory, not a work tree ({where})"]
-    if proc.returncode != 0 and "not a git repository" in said[0]:
+    said = _said(proc.stderr, f"inside a git directory, not a work tree ({where})")
+    if "not a git repository" in said:
         return False
-    raise ScaffoldError(f"{folder}: git cannot use the repository here: {said[0]}; next: repair or remove it")
+    raise ScaffoldError(f"{folder}: git cannot use the repository here: {said}; next: repair or remove it")
 
 
 HIDDEN = {".dvc": "a folder", ".dvcignore": "a file", ".gitignore": "a file"}
@@ -109,41 +114,36 @@ def check_tools() -> None:
 def check_not_ignored(folder: Path, in_git: bool) -> None:
     """Neither `.dvc` (DVC refuses to init it) nor the three files (they must be committed) ignored by
     git: asked of the repository they are in, or of a scratch one holding the folder's .gitignore."""
+    names = (".dvc", *FILES)
     if in_git:
         where = _existing(folder)
-        rel = Path(os.path.relpath(folder, where))
-        names = [str(rel / name) for name in (".dvc", *FILES)]
-        _ignored(where, _git(where, "check-ignore", "--no-index", "--verbose", "--", *names), where)
+        _ignored(where, where, [os.path.join(os.path.relpath(folder, where), name) for name in names])
         return
     with tempfile.TemporaryDirectory() as scratch:
         here = Path(scratch)
-        _git(here, "init", "-q")
+        _git(here, "init")
         if (folder / ".gitignore").is_file():
             shutil.copyfile(folder / ".gitignore", here / ".gitignore")
-        names = [".dvc", *FILES]
-        _ignored(folder, _git(here, "check-ignore", "--no-index", "--verbose", "--", *names), here)
+        _ignored(folder, here, list(names))
 
 
-def _ignored(base: Path, proc: subprocess.CompletedProcess[str], asked: Path) -> None:
-    """Refuse the first path `git check-ignore --verbose` names (exit 0), naming the rule; `asked`:
-    the repository asked, named as `base` (a scratch repository stands for the folder)."""
-    if proc.returncode != 0:
-        return
-    matches = [line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line]
-    # --verbose lists a path a `!` rule matched too: that rule un-ignores it
-    hidden = [
-        (rule.rsplit(":", 2), path) for rule, path in matches if not rule.rsplit(":", 2)[2].startswith("!")
-    ]
+def _ignored(base: Path, asked: Path, paths: list[str]) -> None:
+    """Ask repository `asked` whether git ignores `paths` (relative to it, named from `base`), and
+    refuse the first it does, naming the rule (`--verbose` also lists a path a `!` rule matched: that
+    rule un-ignores it)."""
+    proc = _git(asked, "check-ignore", "-z", "--verbose", "--stdin", stdin="".join(p + "\0" for p in paths))
+    fields = proc.stdout.split("\0")  # source, line number, pattern, path; each ends in NUL
+    rules = [fields[i : i + 4] for i in range(0, len(fields) - 1, 4)]
+    hidden = [(source, line, pattern, path) for source, line, pattern, path in rules if pattern[:1] != "!"]
     if not hidden:
         return
-    (source, line, pattern), path = hidden[0]
-    where = Path(source) if Path(source).is_absolute() else base / source  # git names it from its cwd
-    where = base / where.relative_to(asked) if where.is_relative_to(asked) else where
-    name = Path(path).name
+    source, line, pattern, path = hidden[0]
+    name = os.path.basename(path)
     why = "dvc init refuses an ignored .dvc" if name == ".dvc" else "the project's files must be committed"
+    where = os.path.normpath(source if os.path.isabs(source) else base / source)  # git names it from its cwd
     raise ScaffoldError(
-        f"{os.path.normpath(base / path)}: ignored by git ({os.path.normpath(where)} line {line}: {pattern!r}): "
-        f"{why}; next: un-ignore it (add '!{name}' below that line)"
+        f"{os.path.normpath(base / path)}: ignored by git ({where} line {line}: {pattern!r}): {why}; "
+        f"next: un-ignore it (add '!{name}' below that line)"
     )
 
 
@@ -193,7 +193,7 @@ def init(folder: Path) -> list[str]:
 
 
 def _apply(folder: Path, git_init: bool, dvc_init: bool) -> list[str]:
-    with naming_the_file(folder):
+    with naming_the_file(folder):  # pragma: no mutate -- equivalent: mkdir's error names the folder
         folder.mkdir(parents=True, exist_ok=True)
     done = []
     for name, template in FILES.items():
@@ -209,23 +209,31 @@ def _apply(folder: Path, git_init: bool, dvc_init: bool) -> list[str]:
 
 
 class Made:
-    """What a run of init makes (the folder and its missing parents, or new entries of an existing
-    folder), to remove after a failure."""
+    """What a run of init makes, to take back after a failure: the names it writes into the folder
+    that were not there (its three files, `.git`, `.dvc`, `.dvcignore`) and the folders it makes,
+    removed only while empty. Never a tree of anyone else's: nothing but those names, inside the
+    folder, is ever removed whole."""
+
+    NAMES = (*FILES, ".git", ".dvc", ".dvcignore")
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.top = folder  # the highest folder that does not exist yet (None: the folder exists)
-        while not self.top.parent.exists() and self.top.parent != self.top:
-            self.top = self.top.parent
-        self.before = set(os.listdir(folder)) if folder.is_dir() else None
+        self.new = [n for n in self.NAMES if not (folder / n).exists() and not (folder / n).is_symlink()]
+        self.folders = []  # the folder and its missing parents, deepest first
+        missing = folder
+        while not missing.exists() and missing != missing.parent:
+            self.folders.append(missing)
+            missing = missing.parent
 
     def undo(self) -> None:
-        if self.before is None:
-            shutil.rmtree(self.top, ignore_errors=True)
-            return
-        for name in set(os.listdir(self.folder)) - self.before:
+        """Quietly: the failure being undone is the one to report."""
+        for name in self.new:
             path = self.folder / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+        for folder in self.folders:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only an empty one: what this run made

@@ -50,7 +50,8 @@ def test_a_with_block_acquires_once_and_releases(tmp_path: Path) -> None:
     assert lock.fd is None and not lock.path.exists()
 
 
-def test_a_second_writer_fails_naming_the_first(tmp_path: Path) -> None:
+def test_a_second_writer_fails_naming_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lockfile, "WAIT_S", 3600.0)  # wait_s=0 given: never this default (it would hang)
     target = tmp_path / "params.yaml"
     with held(target, "python -m pipeline.config set"):
         before = (tmp_path / ".params.yaml.lock").read_bytes()
@@ -194,3 +195,57 @@ def test_another_process_holding_it_is_named_and_its_death_frees_it(
     finally:
         child.kill()
         child.wait(30)
+
+
+def test_a_lock_path_that_is_a_link_is_never_followed(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").write_text("someone's file\n")
+    (tmp_path / ".t.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FileWriteError) as e:
+        held(tmp_path / "t", "w", wait_s=0)
+    assert str(e.value).startswith(f"{tmp_path / '.t.lock'}: cannot write: Too many levels of symbolic links")
+    assert holding(tmp_path / "t") is None
+    assert (tmp_path / "elsewhere").read_text() == "someone's file\n"
+
+
+def test_the_lock_is_not_inherited_by_a_started_program(tmp_path: Path) -> None:
+    lock = held(tmp_path / "t", "w", wait_s=0)
+    assert lock.fd is not None and os.get_inheritable(lock.fd) is False
+    lock.release()
+
+
+def test_a_path_replaced_by_a_link_to_the_same_file_is_not_the_same_lock(tmp_path: Path) -> None:
+    path, twin = tmp_path / "l", tmp_path / "twin"
+    path.write_text("")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.link(path, twin)  # the same inode under another name
+        os.unlink(path)
+        path.symlink_to(twin)
+        assert not lockfile._same_file(fd, path)
+    finally:
+        os.close(fd)
+
+
+def test_a_lock_file_of_other_bytes_or_a_long_line_is_still_named(tmp_path: Path) -> None:
+    (tmp_path / "l").write_bytes(b"12 caf\xe9 \xff\n")
+    fd = os.open(tmp_path / "l", os.O_RDONLY)
+    try:
+        assert holder(fd) == "pid 12 (caf\ufffd \ufffd)"
+    finally:
+        os.close(fd)
+    (tmp_path / "l").write_text("7 " + "x" * 600)
+    fd = os.open(tmp_path / "l", os.O_RDONLY)
+    try:
+        assert holder(fd) == "pid 7 (" + "x" * 510 + ")"  # the first 512 bytes
+    finally:
+        os.close(fd)
+
+
+def test_release_of_a_file_deleted_by_hand_meanwhile_is_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = held(tmp_path / "t", "w", wait_s=0)
+    lock.path.unlink()
+    monkeypatch.setattr(lockfile, "_same_file", lambda fd, path: True)  # seen as ours just before
+    lock.release()
+    assert lock.fd is None

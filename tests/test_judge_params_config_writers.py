@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import params.config
 from conftest import PARAMS
 from contracts import lockfile
 from contracts.validate import ValidationError
@@ -217,6 +218,19 @@ def test_set_in_file_locks_the_file_a_link_names(
     with lockfile.held(params_file, "the file itself"), pytest.raises(lockfile.Busy, match="the file itself"):
         set_in_file(link, ["seed=5"])
     assert os.listdir(tmp_path / "elsewhere") == ["link.yaml"]
+
+
+def test_set_in_file_writes_under_a_lock_naming_the_command(
+    params_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = []
+    monkeypatch.setattr(
+        params.config,
+        "_set_in_file",
+        lambda path, o: seen.append((params_file.parent / ".params.yaml.lock").read_text()),
+    )
+    set_in_file(params_file, ["seed=1"])
+    assert seen == [f"{os.getpid()} python -m pipeline.config set\n"]
 
 
 def test_set_in_file_of_a_missing_file_names_it_and_makes_no_lock(tmp_path: Path) -> None:

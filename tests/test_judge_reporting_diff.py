@@ -139,6 +139,37 @@ def test_a_gate_id_and_message_with_terminal_escapes_are_printed_escaped() -> No
     assert out.splitlines()[-1] == "1 got worse; nothing else; exit 1"
 
 
+def test_every_text_of_the_reports_is_shown_as_written_not_as_markup() -> None:
+    """Paths, measured values, ids and a hidden failure's message holding rich markup: all literal."""
+    before = {"gates": [g("pass", "[bold]a", "[red]p"), g("fail", 1, "[red]f", "[bold]loss[/] 3")]}
+    after = {"gates": [g("fail", "[bold]b", "[red]p", "[red]broke[/]")]}
+    out = io.StringIO()
+    diff.print_diff(
+        diff.compare(before, after),
+        "A[bold].json",
+        "B[red].json",
+        Console(file=out, width=200, color_system=None),
+    )
+    text = out.getvalue()
+    assert "gates diff: A[bold].json -> B[red].json" in text
+    assert "│ [bold]a " in text and "│ [bold]b " in text
+    assert (
+        "WORSE [red]f: removed from B while FAIL in A: its failure is hidden, not fixed ([bold]loss[/] 3)"
+        in text
+    )
+    assert "WORSE [red]p: [red]broke[/]" in text
+
+
+def test_run_titles_the_table_with_both_paths(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for path in ("one.json", "two.json"):
+        report.write(report.build({}, tmp_path, "params.yaml", None), tmp_path / path)
+    assert diff.run("one.json", "two.json") == 0
+    assert "gates diff: one.json -> two.json" in capsys.readouterr().out
+
+
 def test_the_default_console_in_colour(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.delenv("NO_COLOR", raising=False)

@@ -7,6 +7,7 @@ recording `_run`, since `dvc init` costs ~1.5 s and tests/test_scaffold.py runs 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,11 @@ def test_run_passes_quietly_in_the_folder_with_dvc_analytics_off(
         ("import sys; print('first\\nsecond'); sys.exit(4)", "second"),
         ("import sys; sys.exit(5)", "no output"),
         ("import sys; sys.stderr.write('  \\n'); print('said'); sys.exit(1)", "said"),
+        (
+            "import sys; sys.stderr.write('hint: a\\nfatal: broke\\nhint: b\\n'); sys.exit(128)",
+            "fatal: broke",
+        ),
+        ("import sys; sys.stderr.write('error: broke\\nusage: x\\n'); sys.exit(1)", "error: broke"),
     ],
 )
 def test_run_failing_names_the_folder_command_and_last_line(tmp_path: Path, code: str, last: str) -> None:
@@ -344,3 +350,71 @@ def test_run_names_the_error_line_before_the_last(tmp_path: Path) -> None:
     code = "import sys; sys.stderr.write('ERROR: it broke\\nHaving any troubles? Hit us up\\n'); sys.exit(1)"
     with pytest.raises(ScaffoldError, match=r"failed: ERROR: it broke$"):
         scaffold._run(tmp_path, *py(code))
+
+
+def test_an_enclosing_repositorys_rule_hiding_dvc_and_a_folder_named_like_an_option(
+    tmp_path: Path, calls: list
+) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("/-proj/.dvc\n")
+    assert refused(tmp_path / "-proj", calls) == (
+        f"{tmp_path / '-proj' / '.dvc'}: ignored by git ({tmp_path / '.gitignore'} line 1: '/-proj/.dvc'): dvc "
+        "init refuses an ignored .dvc; next: un-ignore it (add '!.dvc' below that line)"
+    )
+
+
+def test_a_global_ignore_rule_is_named_by_its_own_path(
+    tmp_path: Path, calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    excludes = tmp_path / "global-ignore"
+    excludes.write_text("params.yaml\n")
+    (tmp_path / "gitconfig").write_text(f"[core]\n\texcludesFile = {excludes}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    folder = tmp_path / "mine"
+    assert refused(folder, calls).startswith(
+        f"{folder / 'params.yaml'}: ignored by git ({excludes} line 1: 'params.yaml'): the project's files"
+    )
+
+
+def test_undo_removes_only_its_own_names_and_only_empty_folders(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b"
+    made = scaffold.Made(folder)
+    assert made.new == ["train.py", "dvc.yaml", "params.yaml", ".git", ".dvc", ".dvcignore"]
+    assert made.folders == [folder, tmp_path / "a"]
+    folder.mkdir(parents=True)
+    (folder / ".git" / "objects").mkdir(parents=True)
+    (folder / "train.py").write_text("")
+    (folder / ".dvcignore").symlink_to(tmp_path / "absent")
+    (folder / "theirs.txt").write_text("mine")  # not one of its names: kept, and so its folders
+    made.undo()
+    assert sorted(os.listdir(folder)) == ["theirs.txt"]
+    (folder / "theirs.txt").unlink()
+    made.undo()
+    assert os.listdir(tmp_path) == []
+
+
+def test_undo_keeps_what_was_there_before(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: x\n")
+    made = scaffold.Made(tmp_path)
+    assert ".git" not in made.new and made.folders == []
+    (tmp_path / "dvc.yaml").write_text("")
+    made.undo()
+    assert sorted(os.listdir(tmp_path)) == [".git"] and (tmp_path / ".git" / "HEAD").exists()
+
+
+def test_undo_never_hides_the_failure_it_undoes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "new"
+    made = scaffold.Made(folder)
+    (folder / ".git").mkdir(parents=True)
+    (folder / "train.py").write_text("")
+
+    def cannot(*_a, **_k) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(scaffold.shutil, "rmtree", cannot)
+    monkeypatch.setattr(Path, "unlink", cannot)
+    monkeypatch.setattr(Path, "rmdir", cannot)
+    made.undo()  # quiet: the caller re-raises the failure being undone
+    monkeypatch.undo()
+    assert sorted(os.listdir(folder)) == [".git", "train.py"]
