@@ -52,7 +52,7 @@ def _flock(fd: int) -> bool:
 def _same_file(fd: int, path: Path) -> bool:
     """The open lock file is still the one at `path` (not deleted by a holder that released it)."""
     try:
-        at = os.stat(path, follow_symlinks=False)
+        at = os.lstat(path)  # a link put in its place is another file
     except FileNotFoundError:
         return False
     mine = os.fstat(fd)

@@ -60,7 +60,7 @@ def _run(folder: Path, *argv: str) -> None:
         raise ScaffoldError(f"{folder}: {' '.join(argv)} failed: {said}")
 
 
-def _git(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def _git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=stdin)
 
 
@@ -132,15 +132,15 @@ def _ignored(base: Path, asked: Path, paths: list[str]) -> None:
     refuse the first it does, naming the rule (`--verbose` also lists a path a `!` rule matched: that
     rule un-ignores it)."""
     proc = _git(asked, "check-ignore", "-z", "--verbose", "--stdin", stdin="".join(p + "\0" for p in paths))
-    fields = proc.stdout.split("\0")  # source, line number, pattern, path; each ends in NUL
-    rules = [fields[i : i + 4] for i in range(0, len(fields) - 1, 4)]
+    fields = proc.stdout.split("\0")[:-1]  # source, line number, pattern, path; each ends in NUL
+    rules = [fields[i : i + 4] for i in range(0, len(fields), 4)]
     hidden = [(source, line, pattern, path) for source, line, pattern, path in rules if pattern[:1] != "!"]
     if not hidden:
         return
     source, line, pattern, path = hidden[0]
     name = os.path.basename(path)
     why = "dvc init refuses an ignored .dvc" if name == ".dvc" else "the project's files must be committed"
-    where = os.path.normpath(source if os.path.isabs(source) else base / source)  # git names it from its cwd
+    where = os.path.normpath(base / source)  # git names it from its cwd (or absolute: a global file)
     raise ScaffoldError(
         f"{os.path.normpath(base / path)}: ignored by git ({where} line {line}: {pattern!r}): {why}; "
         f"next: un-ignore it (add '!{name}' below that line)"

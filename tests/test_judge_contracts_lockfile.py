@@ -182,6 +182,8 @@ def test_another_process_holding_it_is_named_and_its_death_frees_it(
         assert holding(target) is None  # no lock file yet
         assert child.stdout is not None and child.stdout.readline() == "held\n"
         assert holding(target) == f"pid {child.pid} (python -m registry pin)"
+        (tmp_path / ".other.lock").symlink_to(tmp_path / ".registry.lock")
+        assert holding(tmp_path / "other") is None  # a link is never followed, even to a held lock
         with pytest.raises(Busy, match=f"being written by pid {child.pid} \\(python -m registry pin\\)"):
             held(target, "mine", wait_s=0.2)
         os.kill(child.pid, signal.SIGKILL)  # no release: the file stays, the kernel drops the flock
