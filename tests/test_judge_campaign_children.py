@@ -41,7 +41,7 @@ def clean_state():
     yield
     children._signal.clear()
     children._adopt_orphans(False)
-    assert children._live == {}
+    assert children._live == {} and children._state == {"adopting": False}
     assert wait_for(lambda: zombie_children() == zombies, 5), (zombie_children(), zombies)
 
 
@@ -265,3 +265,49 @@ def test_a_block_without_a_signal_restores_everything() -> None:
         pass
     assert {sig: signal.getsignal(sig) for sig in children.CAUGHT} == before and subreaper() == 0
     assert children.interrupted() is None
+
+
+def test_family_is_each_child_with_everything_it_started() -> None:
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    one = subprocess.Popen([sys.executable, "-c", code])
+    two = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert wait_for(lambda: len(psutil.Process(one.pid).children()) == 1, 30)
+        grandchild = psutil.Process(one.pid).children()[0].pid
+        assert sorted(q.pid for q in children._family([one.pid, two.pid])) == sorted(
+            [one.pid, grandchild, two.pid]
+        )
+    finally:
+        for q in psutil.Process(one.pid).children(recursive=True):
+            q.kill()
+        for p in (one, two):
+            p.kill()
+            p.wait()
+
+
+class Gone:
+    """A process that ended between being found and being signalled (a race the tests cannot time)."""
+
+    pid = os.getpid()
+
+    def send_signal(self, sig: int) -> None:
+        raise psutil.NoSuchProcess(self.pid)
+
+    def kill(self) -> None:
+        raise psutil.NoSuchProcess(self.pid)
+
+    def is_running(self) -> bool:
+        raise psutil.NoSuchProcess(self.pid)
+
+
+def test_a_process_or_group_gone_meanwhile_is_passed_over_quietly() -> None:
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    children._signal_group(int(gone.stdout), signal.SIGTERM)  # ProcessLookupError: quiet
+    children._quietly(Gone().kill)
+    children._quietly(children._signal_alone, Gone(), signal.SIGTERM, set())
+    assert children._lives(Gone()) is False
+    with pytest.raises(psutil.NoSuchProcess):
+        children._signal_alone(Gone(), signal.SIGTERM, set())  # what _quietly is for
+    children._signal_alone(Gone(), signal.SIGTERM, {os.getpgid(0)})  # its group had the signal: none again

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,21 +84,32 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: f
             timed_out = True
     finally:
         with _lock:
-            _live.pop(p.pid, None)
+            del _live[p.pid]
     check()
     return Done(p.returncode, out or "", err or "", timed_out)
 
 
+def _quietly(call: Callable[..., object], *args: object) -> None:
+    """A signal to a process, or to a group, that may have ended meanwhile (or was never ours)."""
+    with contextlib.suppress(OSError, psutil.Error):
+        call(*args)
+
+
 def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+    _quietly(os.killpg, pgid, sig)
+
+
+def _signal_alone(q: psutil.Process, sig: int, groups: set[int]) -> None:
+    """`sig` to a process outside the children's groups (those had theirs: never twice)."""
+    if os.getpgid(q.pid) not in groups:
+        q.send_signal(sig)
 
 
 def _family(pids: list[int]) -> list[psutil.Process]:
     """The children and everything they started, in any session (a pid and its start time: no reuse);
     while this process adopts orphans, also every descendant re-parented to it."""
     found = []
-    for pid in [*pids, *([os.getpid()] if _adopting else [])]:
+    for pid in [*pids, *([os.getpid()] if _state["adopting"] else [])]:
         with contextlib.suppress(psutil.Error):
             top = psutil.Process(pid)
             found += [*([top] if pid != os.getpid() else []), *top.children(recursive=True)]
@@ -122,41 +133,44 @@ def end_all(sig: int, grace_s: float = GRACE_S) -> int:
     groups = {p.pid for p in children}
     for p in children:
         _signal_group(p.pid, sig)
-    for q in first:  # once each: also those in sessions of their own (torchrun's agent and workers)
-        with contextlib.suppress(psutil.Error, OSError):
-            if os.getpgid(q.pid) not in groups:
-                q.send_signal(sig)
+    for q in first:  # also those in sessions of their own (torchrun's agent and workers)
+        _quietly(_signal_alone, q, sig, groups)
     deadline = time.monotonic() + grace_s
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for _ in range(3):
+    while alive() and time.monotonic() < deadline:  # pragma: no mutate -- equivalent: `<=`, a clock
+        time.sleep(0.05)  # pragma: no mutate -- equivalent: only how often it looks
+    for _ in range(3):  # pragma: no mutate -- equivalent: a pass with nothing left stops at once
         left = alive()
         if not left:
             break
         for p in children:
             _signal_group(p.pid, signal.SIGKILL)
         for q in left:
-            with contextlib.suppress(psutil.Error):
-                q.kill()
-        psutil.wait_procs(left, timeout=grace_s)
-    for p in children:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(grace_s)
-    mine = {p.pid for p in children}  # reaped by their Popen above; the adopted ones are reaped here
-    psutil.wait_procs([q for pid, q in seen.items() if pid not in mine], timeout=grace_s)
+            _quietly(q.kill)
+        psutil.wait_procs(left, timeout=grace_s)  # pragma: no mutate -- equivalent: SIGKILLed just above
+    _reap(children, seen, grace_s)
     return len(seen)
 
 
+def _reap(children: list[subprocess.Popen[str]], seen: dict[int, psutil.Process], grace_s: float) -> None:
+    """Reap every ended process this one is the parent of: a child through its Popen, one it adopted
+    here (a zombie left behind would be reaped by whoever waits for any child: a test runner's os.wait)."""
+    for p in children:
+        p.wait(grace_s)  # pragma: no mutate -- equivalent: SIGKILLed above, it has ended
+    mine = {p.pid for p in children}
+    adopted = [q for pid, q in seen.items() if pid not in mine]
+    psutil.wait_procs(adopted, timeout=grace_s)  # pragma: no mutate -- equivalent: all were killed
+
+
 PR_SET_CHILD_SUBREAPER = 36
-_adopting: list[bool] = []  # non-empty while this process is the subreaper of its descendants
+_state = {"adopting": False}  # while True, this process is the subreaper of its descendants
 
 
 def _adopt_orphans(on: bool) -> None:
-    """PR_SET_CHILD_SUBREAPER: a descendant whose parent dies is re-parented to this process, not to
-    init, so end_all still finds it (a stage's child in a session of its own, orphaned by the signal)."""
-    with contextlib.suppress(OSError, AttributeError):
-        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0:
-            _adopting[:] = [True] if on else []
+    """PR_SET_CHILD_SUBREAPER (Linux, as the launchers' process trees): a descendant whose parent dies
+    is re-parented to this process, not to init, so end_all still finds it (a stage's child in a
+    session of its own, orphaned by the signal)."""
+    if ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, int(on)) == 0:
+        _state["adopting"] = on
 
 
 def _lives(q: psutil.Process) -> bool:

@@ -104,7 +104,7 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple
     """(exit code, output, timed out); on timeout the whole process group (torchrun too) is killed; a
     signal to the campaign ends it and raises (gates/campaigns/children.py)."""
     done = children.run(cmd, cwd, env, max(1.0, timeout), merge=True)
-    return (-9 if done.timed_out else done.code), done.out, done.timed_out
+    return done.code, done.out, done.timed_out  # timed out: -9, the group was SIGKILLed
 
 
 def tree_env(tree: Path) -> dict[str, str]:
