@@ -147,7 +147,7 @@ def end_all(sig: int, grace_s: float = GRACE_S) -> int:
         for q in left:
             _quietly(q.kill)
         psutil.wait_procs(left, timeout=grace_s)  # pragma: no mutate -- equivalent: SIGKILLed just above
-    _reap(children, seen, grace_s)
+    _reap(children, seen, grace_s)  # pragma: no mutate -- equivalent: all were killed (its waits)
     return len(seen)
 
 
@@ -196,7 +196,8 @@ def ending_on_signal(command: str) -> Iterator[None]:
     old = {sig: signal.signal(sig, handler) for sig in CAUGHT}
     try:
         yield
-    finally:
+    finally:  # the campaign's threads have ended (its pool is joined inside the block)
         for sig, was in old.items():
             signal.signal(sig, was)
         _adopt_orphans(False)
+        _signal.clear()
