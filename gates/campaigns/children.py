@@ -109,11 +109,12 @@ def _family(pids: list[int]) -> list[psutil.Process]:
     """The children and everything they started, in any session (a pid and its start time: no reuse);
     while this process adopts orphans, also every descendant re-parented to it."""
     found = []
-    for pid in [*pids, *([os.getpid()] if _state["adopting"] else [])]:
+    for pid in pids:
         with contextlib.suppress(psutil.Error):
             top = psutil.Process(pid)
-            found += [*([top] if pid != os.getpid() else []), *top.children(recursive=True)]
-    return found
+            found += [top, *top.children(recursive=True)]
+    adopted = psutil.Process().children(recursive=True) if _state["adopting"] else []  # never itself
+    return [*found, *adopted]
 
 
 def end_all(sig: int, grace_s: float = GRACE_S) -> int:
