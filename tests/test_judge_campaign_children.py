@@ -221,15 +221,23 @@ def test_family_of_a_gone_pid_is_empty_and_this_process_only_when_adopting() -> 
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     assert children._family([int(gone.stdout)]) == []
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    leaf = "import time; time.sleep(60)"
+    code = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {leaf!r}]); time.sleep(60)"
+    sleeper = subprocess.Popen([sys.executable, "-c", code])  # an adopted one with a child of its own
     try:
+        assert wait_for(lambda: len(psutil.Process(sleeper.pid).children()) == 1, 30)
+        below = psutil.Process(sleeper.pid).children()[0].pid
         assert children._family([]) == []
         children._adopt_orphans(True)
         pids = [q.pid for q in children._family([])]
-        assert sleeper.pid in pids and os.getpid() not in pids  # this process's own, not itself
+        assert sleeper.pid in pids and below in pids and os.getpid() not in pids  # not itself
     finally:
+        kids = psutil.Process(sleeper.pid).children()
         sleeper.kill()
         sleeper.wait()
+        for q in kids:  # adopted by this process now: killed and reaped here
+            q.kill()
+        psutil.wait_procs(kids, timeout=10)
 
 
 # ---- ending_on_signal --------------------------------------------------------------------------------
