@@ -54,6 +54,18 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def shown(value: object, markup: bool = False) -> str:
+    """A file's own text as a command prints it (a registry reason, a report's gate id): unprintable
+    characters escaped, so a newline cannot forge a line nor an ANSI escape recolour or retitle the
+    terminal; with `markup` (printed through rich) its markup escaped too, so `[red]` stays text."""
+    text = printable(str(value))
+    if markup:
+        from rich.markup import escape  # only where rich prints: the rest of contracts needs no rich
+
+        text = escape(text)
+    return text
+
+
 class FileWriteError(XtrainError):
     """Writing an artifact failed (full disk, permissions, file size limit): the file is named."""
 

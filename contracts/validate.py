@@ -34,7 +34,7 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-def _json_path(parts: Any) -> str:
+def json_path(parts: Any) -> str:
     out = ""
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
@@ -64,7 +64,7 @@ def _allowed(err: jsonschema.ValidationError) -> str:
 
 def _problem(err: jsonschema.ValidationError) -> tuple[str, str]:
     """(key path, problem) for an error; unknown keys are reported at the key itself."""
-    path = _json_path(err.absolute_path)
+    path = json_path(err.absolute_path)
     if err.validator == "type" and isinstance(err.instance, float) and err.instance.is_integer():
         return path, f"{err.instance!r} is a float, not an integer (write {int(err.instance)})"
     if err.validator == "additionalProperties":
@@ -142,7 +142,7 @@ def validate(instance: Any, schema: dict[str, Any], source: str, strict: bool = 
     """
     if strict and (bad := non_finite(instance)) is not None:
         key, value = bad
-        raise ValidationError(source, _json_path(key), f"{value} is not a finite number", "a finite number")
+        raise ValidationError(source, json_path(key), f"{value} is not a finite number", "a finite number")
     errs = errors(instance, schema, strict)
     if not errs:
         return

@@ -208,28 +208,31 @@ def docs_cmd(args: argparse.Namespace) -> int:
 
 
 def bisect_cmd(args: argparse.Namespace) -> int:
-    from gates.campaigns import bisect
+    from gates.campaigns import bisect, children
 
     root = Path(args.root).resolve()
     try:
-        return bisect.bisect(
-            root,
-            root,
-            root / args.params,
-            args.good,
-            args.bad,
-            args.gate,
-            Path(args.cache) if args.cache else None,
-        )
+        with children.ending_on_signal("gates bisect"):  # a signal ends its children: one line, 128+sig
+            return bisect.bisect(
+                root,
+                root,
+                root / args.params,
+                args.good,
+                args.bad,
+                args.gate,
+                Path(args.cache) if args.cache else None,
+            )
     except bisect.BisectError as e:
         errors.report(e)
         return 2
+    except children.Interrupted as e:
+        return errors.report(e)
 
 
 def mutate_cmd(args: argparse.Namespace) -> int:
     import os
 
-    from gates.campaigns import mutants, mutate
+    from gates.campaigns import children, mutants, mutate
 
     root = Path(args.root).resolve()
     if args.json:  # before the campaign (hours): never a report over a file this command did not write
@@ -246,10 +249,13 @@ def mutate_cmd(args: argparse.Namespace) -> int:
         if args.skip_stage:
             cat = mutate.skipping(cat, args.skip_stage, picked, root)
         campaign = mutate.Campaign(root, work.resolve(), cat, args.profile, keep=args.keep)
-        rep = mutate.run_campaign(campaign, picked, jobs)
+        with children.ending_on_signal("gates mutate"):  # a signal ends its children: one line, 128+sig
+            rep = mutate.run_campaign(campaign, picked, jobs)
     except (mutate.CampaignError, mutants.AnchorError) as e:
         errors.report(e)
         return 2
+    except children.Interrupted as e:
+        return errors.report(e)
     print(mutate.table(rep))
     if args.json:
         mutate.write(rep, Path(args.json))

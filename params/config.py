@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from contracts import yamlfile
+from contracts import lockfile, yamlfile
 from contracts.errors import moved
 from contracts.fileio import atomic_write_text
 from contracts.validate import ValidationError, load_schema, validate
@@ -454,8 +454,16 @@ def _dump(doc: Any) -> str:
 
 
 def set_in_file(path: str | Path, overrides: list[str]) -> None:
-    """Validate `overrides` against the file, then write them into it, comments kept."""
+    """Validate `overrides` against the file, then write them into it, comments kept; under the file's
+    lock (contracts/lockfile.py), so a second writer reads what the first wrote, never the file before
+    it (two `config set` at once lost one value, 12 tries of 12)."""
     path = Path(path)
+    yamlfile.load_file(path)  # a missing or unreadable file is named as such, before any lock is made
+    with lockfile.held(path.resolve(), "python -m pipeline.config set"):
+        _set_in_file(path, overrides)
+
+
+def _set_in_file(path: Path, overrides: list[str]) -> None:
     raw = yamlfile.load_file(path)
     _check_edit_takes_effect(raw, str(path), overrides)  # refuse before touching the file
     # text, not the path: ruamel would keep a CRLF file's \r

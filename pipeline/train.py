@@ -142,12 +142,14 @@ def start_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
     world = args.world or cfg.proc_world
     cmd = launch_plan.torchrun_cmd(world, "pipeline.train", *argv)
     print(f"[proc] {shlex.join(cmd)}", flush=True)
+    before = rundir.snapshot(run_dir(args))  # what the folder holds now: said truly if interrupted
     launch_file = launch_plan.stage_launch(spec, cfg)
     try:
         code = proctree.supervise(cmd, world, cfg.timeout_s, {launch_plan.LAUNCH_ENV: str(launch_file)})
     except proctree.Interrupted as e:
         print(
-            f"error: launcher: {e}: its torchrun agent and workers were killed; {run_dir(args)} is unchanged",
+            f"error: launcher: {e}: its torchrun agent and workers were killed; "
+            f"{rundir.describe(run_dir(args), before)}",
             file=sys.stderr,
             flush=True,
         )

@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contracts import artifact_table, outputs
+from contracts import artifact_table, lockfile, outputs
 from contracts.checkpoint_dir import resolve_checkpoint
-from contracts.errors import cli
+from contracts.errors import cli, shown
 from contracts.fileio import atomic_write_json, md5_file
 from contracts.numbers import max_rel
 from contracts.validate import load_schema, validate
@@ -36,6 +36,7 @@ from registry.checks import (
     PINNED_FILES,
     check_against_manifest,
     check_checkpoint,
+    check_finite,
     check_name,
     inside,
     validate_everything,
@@ -120,11 +121,14 @@ def verify(reg: Registry, export_dir: Path, model: str, number: int | None) -> d
 
 
 def print_verify(report: dict[str, Any], export_dir: Path) -> None:
-    print(f"{export_dir} vs registry {report['model']} v{report['version']} ({report['dtype']}):")
+    print(
+        f"{shown(export_dir)} vs registry {report['model']} v{report['version']} ({shown(report['dtype'])}):"
+    )
     print(f"  {'file':<24} {'expected md5':<34} {'actual md5':<34} ok")
-    for f in report["files"]:
+    for f in report["files"]:  # an export folder's file names are anyone's: escaped
         print(
-            f"  {f['name']:<24} {f['expected'] or '-':<34} {f['actual'] or '-':<34} {'yes' if f['ok'] else 'NO'}"
+            f"  {shown(f['name']):<24} {shown(f['expected'] or '-'):<34} {f['actual'] or '-':<34} "
+            f"{'yes' if f['ok'] else 'NO'}"
         )
     s = report["source_checkpoint"]
     print(f"  {'(source checkpoint)':<24} {s['expected']:<34} {s['actual']:<34} {'yes' if s['ok'] else 'NO'}")
@@ -158,7 +162,7 @@ def bless_version(reg: Registry, export_dir: Path, model: str, reason: str, para
             return 0
         print(f"diff from {model} v{last.version}:")
         for c in changed:
-            print(f"  {c.name}: {c.expected or '(absent)'} -> {c.actual or '(absent)'}")
+            print(f"  {shown(c.name)}: {shown(c.expected or '(absent)')} -> {c.actual or '(absent)'}")
     path = reg.next_path(folder)
     entry = {
         "format": "xtrain-registry-version/1",
@@ -195,7 +199,7 @@ def bless_golden(
 ) -> int:
     """A golden from a run record: its trajectory, its parameter digest and (`export_dir`) the export
     md5s. A project of its own (runrecord) has no export: its golden is the run alone."""
-    metrics = artifact_table.read("metrics", metrics_path)
+    metrics = check_finite(artifact_table.read("metrics", metrics_path), str(metrics_path))
     env = metrics["env"]
     env_id = check_name(env.get("env_id"), str(metrics_path), "env.env_id")
     export = None
@@ -258,8 +262,8 @@ def _same_golden(last: dict[str, Any], golden: dict[str, Any], env_id: str) -> b
     print(
         f"diff from {env_id} v{last['version']}: train loss max rel {rel:.3g} over {len(common)} steps, "
         f"export md5 {'unchanged' if same_export else 'changed'}, parameter digest "
-        f"{'unchanged' if same_run else 'changed'}, config_hash {last['config_hash']} -> "
-        f"{golden['config_hash']}, tier {last['tier']} -> {golden['tier']}"
+        f"{'unchanged' if same_run else 'changed'}, config_hash {shown(last['config_hash'])} -> "
+        f"{shown(golden['config_hash'])}, tier {last['tier']} -> {golden['tier']}"
         + "".join(f", {k} changed" for k in moved)
     )
     return False
@@ -309,25 +313,31 @@ def pin_checkpoint(reg: Registry, ckpt: Path, model: str, reason: str) -> int:
 
 
 def list_all(reg: Registry) -> int:
+    """Every version, golden and baseline, one line each: the files' own text (a reason, a time) is
+    escaped (contracts.errors.shown): a reason holding a newline printed a forged `v9` line."""
     for model in reg.models():
-        print(f"model {model}")
+        print(f"model {shown(model)}")
         for e in reg.versions(model):
             d = e.data
+            md5 = d["files"].get("model.safetensors", "-")
             print(
-                f"  v{e.version}  {d['dtype']:<5} model.safetensors {d['files'].get('model.safetensors', '-')}  "
-                f"{d['provenance']['time_utc']}  {d['reason']}"
+                f"  v{e.version}  {shown(d['dtype']):<5} model.safetensors {shown(md5)}  "
+                f"{shown(d['provenance']['time_utc'])}  {shown(d['reason'])}"
             )
     for env_id in reg.env_ids():
-        print(f"golden {env_id}")
+        print(f"golden {shown(env_id)}")
         for e in reg.goldens(env_id):
             d = e.data
             n = len(d["metrics"]["train_loss"]["values"])
-            print(f"  v{e.version}  {d['tier']:<6} {n} steps  {d['provenance']['time_utc']}  {d['reason']}")
+            when = shown(d["provenance"]["time_utc"])
+            print(f"  v{e.version}  {shown(d['tier']):<6} {n} steps  {when}  {shown(d['reason'])}")
     for env_id in reg.baseline_env_ids():
-        print(f"perf baseline {env_id}")
+        print(f"perf baseline {shown(env_id)}")
         for e in reg.baselines(env_id):
-            stages = ", ".join(e.data["stages"])
-            print(f"  v{e.version}  {stages}  {e.data['provenance']['time_utc']}  {e.data['reason']}")
+            stages = shown(", ".join(e.data["stages"]))
+            print(
+                f"  v{e.version}  {stages}  {shown(e.data['provenance']['time_utc'])}  {shown(e.data['reason'])}"
+            )
     return 0
 
 
@@ -414,13 +424,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "validate":
         print(f"registry: {validate_everything(reg)} files valid, {reg.verify_index()} indexed")
         return 0
-    if args.cmd in ("index", "bless", "pin"):
-        check_root(reg)
+    if args.cmd == "verify":
+        return verify_command(reg, args)
+    check_root(reg)  # index, bless, pin: the commands that write
+    root = reg.root.resolve()
+    root.parent.mkdir(parents=True, exist_ok=True)  # a new registry's folder: its lock sits beside it
+    with lockfile.held(root, f"python -m registry {args.cmd}"):  # one writer at a time
+        return write_command(reg, args)
+
+
+def write_command(reg: Registry, args: argparse.Namespace) -> int:
+    """index, bless or pin, under the registry's lock (a second writer waits, or fails naming this one)."""
     if args.cmd == "index":
         print(f"registry: indexed {index.create(reg.root)} files in {reg.root / index.INDEX}")
         return 0
-    if args.cmd == "verify":
-        return verify_command(reg, args)
     if args.cmd == "bless":
         return bless(reg, args)
     if args.cmd == "pin":

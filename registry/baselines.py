@@ -16,6 +16,7 @@ from typing import Any
 from contracts import artifact_table
 from contracts.perf_record import STAGES, median_spread, stage_perf
 from contracts.validate import load_schema, validate
+from registry.checks import check_finite
 from registry.provenance import provenance
 from registry.sealed import seal
 from registry.store import Registry, RegistryError, write_once
@@ -35,7 +36,7 @@ def read_stages(runs: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     for launcher in STAGES:
         path = runs / launcher / "metrics.json"
         if path.exists():
-            metrics = artifact_table.read("metrics", path)
+            metrics = check_finite(artifact_table.read("metrics", path), str(path))
             stages[launcher] = stage_entry(metrics, path)
             env = env or metrics["env"]
     if env is None:

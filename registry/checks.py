@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.fileio import md5_file
-from contracts.validate import ValidationError, load_json
+from contracts.validate import ValidationError, json_path, load_json, non_finite
 from registry.store import MANIFEST, Registry, RegistryError, export_files
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._+-]{0,99}")  # fullmatch: `$` would let a trailing newline in
@@ -45,6 +45,22 @@ def check_safetensors(path: Path) -> None:
                 raise ValidationError(str(path), "", "holds no tensors", "a non-empty safetensors file")
     except (SafetensorError, OSError) as e:
         raise ValidationError(str(path), "", f"not a valid safetensors file: {e}", "safetensors") from e
+
+
+def check_finite(metrics: dict[str, Any], source: str) -> dict[str, Any]:
+    """A run record a golden or baseline may be blessed from: no NaN or infinity anywhere in it. The gates
+    fail any non-finite number in metrics.json, and a blessed file is never taken back: a golden of a
+    NaN loss would fail every later check ("golden nan") with no way out."""
+    if (bad := non_finite(metrics)) is not None:
+        key, value = bad
+        raise ValidationError(
+            source,
+            json_path(key),
+            f"{value} is not a finite number: the gates fail this run, and a blessing is never taken back",
+            "a finite run record",
+            "fix the run and re-run it (dvc repro), then bless",
+        )
+    return metrics
 
 
 def check_checkpoint(ckpt: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 
+from contracts import lockfile
 from contracts.fileio import atomic_write_json, md5_file, sha256_file
 from contracts.validate import ValidationError
 from registry.sealed import VERSION_FILE, load_sealed, seal
@@ -52,6 +53,13 @@ def _leftover(rel: str) -> bool:
 
 
 def _extra(root: Path, rel: str) -> IndexProblem:
+    if writer := lockfile.holding(Path(root).resolve()):  # its work in progress, not a past crash
+        return IndexProblem(
+            str(root / rel),
+            "",
+            f"not yet in registry/index.json: {writer} is writing the registry now",
+            hint="let it finish, then re-run",
+        )
     if _leftover(rel):
         return IndexProblem(
             str(root / rel),
@@ -59,6 +67,7 @@ def _extra(root: Path, rel: str) -> IndexProblem:
             "a leftover temporary file of an interrupted registry write (not in registry/index.json)",
             hint="delete it; registry writes are atomic, so nothing blessed is lost",
         )
+    _own_error(root, rel)  # its own error where it has one (a seal, a pin md5) says more than a hash
     return IndexProblem(
         str(root / rel),
         "",
@@ -128,8 +137,6 @@ def check(root: Path, new: tuple[str, ...] = ()) -> dict[str, str]:
         return {}
     for rel in sorted(set(files) | set(listed)):
         if rel not in listed:
-            if not _leftover(rel):
-                _own_error(root, rel)
             raise _extra(root, rel)
         if rel not in files:
             raise IndexProblem(

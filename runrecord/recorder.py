@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,13 @@ import torch.distributed as dist
 from torch import nn
 
 from contracts.errors import XtrainError
+from contracts.lockfile import WriteLock
 from params.cadence import eval_due, eval_steps
 from params.identity import config_identity
 from runrecord import checks
 from runrecord.checks import RunRecordError
 from runrecord.dropout import MODES, install
-from runrecord.rundir import check_run_dir, write_record
+from runrecord.rundir import check_run_dir, hold, write_record
 from xtrain.core.checkpoint import param_digest
 from xtrain.core.env import fingerprint
 from xtrain.core.fingerprint import MAX_TERMS, hash32
@@ -82,6 +84,9 @@ class RunRecorder:
             raise RunRecordError(call, "frozen", f"{frozen!r} is not a tuple of module names")
         self.frozen = tuple(frozen)
         self.run_dir = None if run_dir is None else check_run_dir(run_dir)
+        self._lock: WriteLock | None = None  # rank 0's lock on its run folder, construction to finish()
+        if self.run_dir is not None and self.rank == 0:
+            self._hold(self.run_dir)
         self.train_loss: list[float] = []
         self.grad_norm: list[float] = []
         self.lr: list[float] = []
@@ -95,6 +100,11 @@ class RunRecorder:
         self._step_end: list[float] = []
         if model is not None:
             self.watch(model)
+
+    def _hold(self, run_dir: Path) -> None:
+        """Lock `run_dir` (runrecord/rundir.py hold); dropped when the recorder is, or the process ends."""
+        self._lock = hold(run_dir)
+        weakref.finalize(self, self._lock.release)
 
     @property
     def steps(self) -> int:
@@ -226,8 +236,19 @@ class RunRecorder:
         if self.rank != 0:
             return None
         record = self._record(model, device, samples, per_rank_max, sums, peaks)
-        write_record(target, record, model if checkpoint else None)
+        if self._lock is None or self._lock.target != target:  # a folder first named here
+            self._release()
+            self._hold(target)
+        try:
+            write_record(target, record, model if checkpoint else None)
+        finally:
+            self._release()
         return record
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _finish_model(self, model: nn.Module | None) -> nn.Module:
         model = model if model is not None else self._model

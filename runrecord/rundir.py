@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import save
 from torch import nn
 
-from contracts import outputs
-from contracts.fileio import atomic_write_bytes, atomic_write_text
+from contracts import lockfile, outputs
+from contracts.errors import FileWriteError
+from contracts.fileio import atomic_write_bytes, atomic_write_text, naming_the_file
+from runrecord.checks import RunRecordError
 from xtrain.core.checkpoint import model_tensors
 from xtrain.core.train import write_metrics
 
@@ -45,6 +48,37 @@ RUN_RECORD = outputs.Kind("run record", folder=True, marker=True, recognise=_ear
 def check_run_dir(run_dir: str | Path) -> Path:
     """`run_dir` if a run record may be written there, else OutputRefused (one line, exit 2)."""
     return outputs.check(Path(run_dir), RUN_RECORD)
+
+
+def hold(run_dir: Path) -> lockfile.WriteLock:
+    """The run folder's lock (`.<name>.lock` beside it, the launchers' own), taken by rank 0 when it
+    learns the folder and held until finish(): a second recorder, in this process or another, is
+    refused at its construction naming the holder (two processes finishing into one folder both said
+    "finished" and only the last record survived). Taking it writes beside the folder, where finish()
+    stages the record, and an existing folder is probed too: an unwritable place is one line now,
+    not a record lost after the whole loop."""
+    try:
+        with naming_the_file(run_dir.parent):
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+        lock = lockfile.WriteLock(run_dir, "runrecord").acquire(0)
+    except FileWriteError as e:
+        raise _unwritable(e.path, run_dir, e.errno) from None
+    try:
+        if run_dir.is_dir():
+            tempfile.TemporaryFile(dir=run_dir).close()
+    except OSError as e:
+        lock.release()
+        raise _unwritable(run_dir, run_dir, e.errno) from None
+    return lock
+
+
+def _unwritable(where: str | Path, run_dir: Path, errno: int | None) -> RunRecordError:
+    return RunRecordError(
+        "RunRecorder",
+        "run_dir",
+        f"{where}: cannot write: {os.strerror(errno or 0)}",
+        f"a folder this process can write ({run_dir}): checked before training, not at finish()",
+    )
 
 
 def write_record(run_dir: Path, record: dict[str, Any], model: nn.Module | None) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contracts.errors import FileWriteError
+from contracts.lockfile import Busy, WriteLock
 from contracts.outputs import OutputRefused
 from runrecord import RunRecorder, RunRecordError
 from runrecord.dropout import SeededDropout
@@ -357,3 +360,124 @@ def test_a_record_contradicting_what_it_says_it_saw_is_refused(tmp_path: Path) -
     assert expect.run_problems(None, "single", none) == [
         "runs/single/metrics.json: dropout.masks is 'none' but masks were drawn at step 0"
     ]
+
+
+# ---- one writer per run folder, and a folder it can write (issue #51 item 4) ---------------------------
+
+
+def test_a_second_recorder_into_the_same_folder_is_refused_at_construction(tmp_path: Path) -> None:
+    """Two recorders finishing into one folder both said "finished"; only the last record survived."""
+    run = tmp_path / "runs" / "proc"
+    model = tiny()
+    first = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=run)
+    lock = tmp_path / "runs" / ".proc.lock"
+    assert lock.read_text() == f"{os.getpid()} runrecord\n"
+    with pytest.raises(Busy) as e:
+        RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
+    assert str(e.value).startswith(f"{run}: being written by pid {os.getpid()} (runrecord) (lock ")
+    assert "\n" not in str(e.value) and e.value.exit_code == 2
+    train(first, model)
+    first.finish()
+    assert not lock.exists() and (run / "metrics.json").exists()
+    second = RunRecorder({**CONFIG, "seed": 8}, tokens_per_step=4, model=tiny(), run_dir=run)  # free again
+    del second
+    assert not lock.exists()  # a recorder dropped without finish() lets go of its folder
+
+
+def test_a_folder_named_only_at_finish_is_locked_for_the_write(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    model = tiny()
+    rec = RunRecorder(CONFIG, tokens_per_step=4, model=model)
+    train(rec, model)
+    other = RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
+    with pytest.raises(Busy, match="being written by pid"):
+        rec.finish(model, run)
+    del other
+    rec.finish(model, run)
+    assert json.loads((run / "metrics.json").read_text())["config"] == CONFIG
+    assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
+HOLDER = """
+import sys, time
+import torch
+from runrecord import RunRecorder
+rec = RunRecorder({"seed": 7, "model": {}, "train": {"steps": 4, "eval_every": 2}}, tokens_per_step=4,
+                  model=torch.nn.Linear(2, 2), run_dir=sys.argv[1])
+print("recording", flush=True)
+time.sleep(600)
+"""
+
+
+def test_another_process_recording_into_the_folder_is_named(tmp_path: Path) -> None:
+    from conftest import REPO, code_first
+
+    run = tmp_path / "runs" / "single"
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(run)], cwd=REPO, env=code_first(REPO), stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "recording\n"
+        with pytest.raises(Busy) as e:
+            RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
+        assert str(e.value).startswith(f"{run}: being written by pid {child.pid} (runrecord)")
+    finally:
+        child.kill()
+        child.wait(30)
+    RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)  # its death freed the folder
+
+
+@pytest.fixture()
+def immutable(tmp_path: Path):
+    """A folder nobody, root included, can write into (chattr +i: permission bits do not stop root)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("where", ["parent", "run folder"])
+def test_an_unwritable_place_is_one_line_at_construction(immutable: Path, where: str) -> None:
+    """main: construction passed, the whole loop ran, and finish() lost the record."""
+    if where == "parent":
+        run, named = immutable / "run", immutable / ".run.lock"
+    else:
+        run, named = immutable, immutable
+        immutable.parent.joinpath("ro.ok").write_text("")  # the parent is writable: the folder is not
+    with pytest.raises(RunRecordError) as e:
+        RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
+    assert str(e.value) == (
+        f"runrecord: RunRecorder: run_dir: {named}: cannot write: Operation not permitted (rule: a folder "
+        f"this process can write ({run}): checked before training, not at finish())"
+    )
+    assert sorted(os.listdir(immutable)) == [] and not (immutable.parent / ".ro.lock").exists()
+
+
+def test_negative_control_without_the_check_the_record_is_lost_at_finish(
+    immutable: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main's recorder (no lock, no probe): the loop runs to the end and finish() fails."""
+    monkeypatch.setattr("runrecord.recorder.hold", lambda run_dir: WriteLock(run_dir, "never taken"))
+    model = tiny()
+    rec = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=immutable / "run")
+    train(rec, model)
+    with pytest.raises(FileWriteError, match="Operation not permitted"):
+        rec.finish()
+
+
+def test_our_launcher_and_a_recorder_share_the_run_folders_lock(tmp_path: Path) -> None:
+    from xtrain.core import rundir
+
+    run = tmp_path / "runs" / "proc"
+    with rundir.locked(run), pytest.raises(Busy, match=r"\(python -m pipeline\.train\)"):
+        RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
+    rec = RunRecorder(CONFIG, tokens_per_step=4, model=tiny(), run_dir=run)
+    with pytest.raises(Busy, match=r"\(runrecord\)"), rundir.locked(run):
+        pass
+    del rec
+    assert os.listdir(tmp_path / "runs") == []

@@ -176,7 +176,7 @@ def test_run_logged_runs_in_cwd_with_analytics_off_and_keeps_the_environment(
         " print(os.environ['BISECT_PROBE']); print('oops', file=sys.stderr); sys.exit(3)"
     )
     proc = bisect.run_logged([sys.executable, "-c", code], tmp_path)
-    assert proc.returncode == 3
+    assert proc.args == [sys.executable, "-c", code] and proc.returncode == 3
     assert proc.stdout == f"{tmp_path}\n1\nkept\n"
     assert proc.stderr == "oops\n"
 

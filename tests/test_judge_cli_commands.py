@@ -669,3 +669,36 @@ def test_mutate_refuses_a_foreign_output_before_the_campaign(tmp_path, campaign,
     code, out, err = run(capsys, "--root", str(tmp_path), "mutate", flag, str(target))
     assert code == 2 and out == "" and err.startswith(f"error: {target}: refusing to write the mutation ")
     assert campaign.calls == 0
+
+
+# --- a signal to bisect or mutate: one line naming the command, 128+signal (issue #51 item 4) ------
+
+
+def signalled(*_args: object) -> int:
+    """A campaign that gets SIGINT while it runs (its children, none here, end with it)."""
+    import os
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)  # the handler raises before this ends
+    return 0
+
+
+SIGINT_LINE = (
+    ": interrupted by SIGINT: 0 running processes ended, none left behind; what finished before is kept\n"
+)
+
+
+def test_a_signal_to_bisect_is_one_line_and_130(monkeypatch, capsys) -> None:
+    from gates.campaigns import bisect
+
+    monkeypatch.setattr(bisect, "bisect", signalled)
+    assert run(capsys, "bisect", "a", "b") == (130, "", f"error: gates bisect{SIGINT_LINE}")
+
+
+def test_a_signal_to_mutate_is_one_line_and_130(tmp_path, campaign, capsys, monkeypatch) -> None:
+    from gates.campaigns import mutate
+
+    monkeypatch.setattr(mutate, "run_campaign", signalled)
+    assert run(capsys, "--root", str(tmp_path), "mutate") == (130, "", f"error: gates mutate{SIGINT_LINE}")

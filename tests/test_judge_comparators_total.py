@@ -634,15 +634,19 @@ def file_out_property(
             root = Path(d)
             (root / "out.bin").write_bytes(content)
             md5 = hashlib.md5(content).hexdigest()
-            lock = dvclock.DvcLock(root, {"s": {"outs": [{"path": "out.bin", "md5": md5}]}})
+            # `hash: md5` is DVC 3's entry (without it DVC 2's dos2unix md5 is meant)
+            lock = dvclock.DvcLock(root, {"s": {"outs": [{"path": "out.bin", "hash": "md5", "md5": md5}]}})
             assert lock.changed("out.bin", md5) is None and differences(lock, "out.bin", md5) == (1, [])
-            assert path_change(lock, "s", "dep", "out.bin", {"path": "out.bin", "md5": md5}) is None
+            assert (
+                path_change(lock, "s", "dep", "out.bin", {"path": "out.bin", "hash": "md5", "md5": md5})
+                is None
+            )
             for i, other in every_hex_change(md5, data):
                 want = f"out.bin: md5 {other}, dvc.lock recorded {md5}"
                 assert lock.changed("out.bin", other) == want, f"UNSEEN read md5 at hex {i}"
                 want = f"out.bin: md5 {md5}, dvc.lock recorded {other}"
                 assert differences(lock, "out.bin", other) == (1, [want]), f"UNSEEN sealed md5 at hex {i}"
-                c = path_change(lock, "s", "dep", "out.bin", {"path": "out.bin", "md5": other})
+                c = path_change(lock, "s", "dep", "out.bin", {"path": "out.bin", "hash": "md5", "md5": other})
                 assert c is not None and c.why == f"dep out.bin md5 {md5}, dvc.lock recorded {other}", (
                     f"UNSEEN dep md5 at hex {i}: {c}"
                 )

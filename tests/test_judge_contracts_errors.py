@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from contracts.errors import ValidationError, moved, one_line, report
+from contracts.errors import ValidationError, moved, one_line, report, shown
 
 
 def test_an_os_error_without_errno_is_named_with_a_question_mark() -> None:
@@ -47,3 +47,21 @@ def test_report_with_debug_prints_the_traceback_first(capsys, monkeypatch) -> No
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):\n")
     assert err.endswith("ValueError: boom\nerror: boom\n")
+
+
+@pytest.mark.parametrize(
+    ("value", "plain", "rich"),
+    [
+        ("plain text", "plain text", "plain text"),
+        ("why\n  v9  forged", "why\\n  v9  forged", "why\\n  v9  forged"),
+        ("gate\x1b[31mred\x1b]0;title\x07", "gate\\x1b[31mred\\x1b]0;title\\x07", "gate\\x1b[31mred\\x1b]0;title\\x07"),  # `[3` is no markup
+        ("[red]id[/]", "[red]id[/]", "\\[red]id\\[/]"),
+        (None, "None", "None"),
+        (3.5, "3.5", "3.5"),
+    ],
+)  # fmt: skip
+def test_shown_escapes_a_files_text_and_for_rich_its_markup(value, plain: str, rich: str) -> None:
+    """One helper for every printed registry and report text (issue #51 item 4)."""
+    assert shown(value) == plain
+    assert shown(value, markup=True) == rich
+    assert "\n" not in shown(value) and "\x1b" not in shown(value, True)

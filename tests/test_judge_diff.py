@@ -54,9 +54,16 @@ def test_a_new_gate_is_worse_unless_it_passes_or_skips(status: str, worse: bool)
     assert (c.worse, c.kind) == (worse, "added")
 
 
-def test_a_removed_gate_is_not_worse() -> None:
-    c = Change("x", g("fail"), None)
-    assert (c.worse, c.kind) == (False, "removed")
+@pytest.mark.parametrize(
+    ("before", "hides"),
+    [("pass", False), ("skip", False), ("inconclusive", True), ("fail", True), ("error", True)],
+)
+def test_a_removed_gate_is_worse_and_a_removed_failure_hides_it(before: str, hides: bool) -> None:
+    """main said "0 got worse; exit 0" with 25 of 27 gates gone from B, a failing one among them."""
+    c = Change("x", g(before), None)
+    assert (c.worse, c.kind, c.hides_failure) == (True, "removed", hides)
+    assert not Change("x", g(before), g(before)).hides_failure
+    assert not Change("x", None, g("fail")).hides_failure
 
 
 def test_same_or_measured() -> None:
@@ -119,7 +126,8 @@ def test_the_table_shows_each_change(tmp_path: Path) -> None:
         and "measured +1 (x1.5)" in text
         and "WORSE d: d inconclusive" in text
     )
-    assert text.rstrip().endswith("1 got worse; 1 better, 1 measured, 1 added, 1 removed; exit 1")
+    assert "WORSE c: removed from B (PASS in A): B no longer checks it" in text
+    assert text.rstrip().endswith("2 got worse; 1 better, 1 measured, 1 added, 1 removed; exit 1")
 
 
 def test_load_refuses_duplicate_gates(tmp_path: Path) -> None:

@@ -604,6 +604,27 @@ def test_run_campaign_says_an_inconclusive_gate_is_not_a_kill(tmp_path: Path) ->
     assert f"  {'plain':<34} {'killed':<11} {1.3:7.1f}s  fresh_train" in said
 
 
+def test_an_interrupted_campaign_starts_no_queued_mutant(tmp_path: Path) -> None:
+    """After a signal (gates/campaigns/children.py) no mutant is copied or judged; the campaign says
+    it was interrupted, as `gates mutate`."""
+    import signal
+
+    from gates.campaigns import children
+
+    rows = outcomes()[:2]
+    ms = [mutant(o.id, o.expect, o.declared_equivalent) for o in rows]
+    c = Planned(tmp_path, tmp_path / "work", catalogue(mutants=ms), "cpu", lambda s: None, verdicts={})
+    c.work.mkdir()
+    children._signal.append(signal.SIGINT)
+    try:
+        with pytest.raises(children.Interrupted) as e:
+            mutate.run_campaign(c, ms, 2)  # Planned.mutant would raise KeyError: never reached
+    finally:
+        children._signal.clear()
+    assert str(e.value).startswith("gates mutate: interrupted by SIGINT: 0 running processes ended")
+    assert not (c.work / "outcomes.jsonl").exists()  # no verdict logged
+
+
 def test_run_campaign_checks_every_anchor_before_building(tmp_path: Path) -> None:
     from gates.campaigns.mutants import AnchorError, Edit
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
 
+import params.config
 from conftest import PARAMS
+from contracts import lockfile
 from contracts.validate import ValidationError
 from params.config import (
     Params,
@@ -163,6 +166,79 @@ def test_set_in_file_accepts_a_value_the_profile_sets_to_the_same(params_file: P
     set_in_file(params_file, ["profile=gpu"])
     set_in_file(params_file, ["train.steps=200"])  # what the profile sets: it takes effect
     assert yaml.safe_load(params_file.read_text())["train"]["steps"] == 200
+
+
+# -- set_in_file under the file's lock (issue #51 item 4) ------------------------------------------------
+
+
+def test_set_in_file_waits_for_another_writer_and_writes_over_what_it_wrote(
+    params_file: Path, tmp_path: Path
+) -> None:
+    """The second writer reads the file after the first wrote it: both values are kept."""
+    first = lockfile.held(params_file, "python -m pipeline.config set")
+
+    def write_then_release() -> None:
+        set_path_in_text(params_file, "seed", 41)
+        first.release()
+
+    threading.Timer(0.3, write_then_release).start()
+    set_in_file(params_file, ["train.eval_batches=3"])
+    raw = yaml.safe_load(params_file.read_text())
+    assert (raw["seed"], raw["train"]["eval_batches"]) == (41, 3)
+    assert sorted(os.listdir(tmp_path)) == ["params.yaml"]  # the lock file is gone
+
+
+def set_path_in_text(path: Path, key: str, value: int) -> None:
+    lines = [
+        f"{key}: {value}" if line.startswith(f"{key}:") else line for line in path.read_text().split("\n")
+    ]
+    path.write_text("\n".join(lines))
+
+
+def test_set_in_file_held_too_long_fails_naming_the_holder_and_writes_nothing(
+    params_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lockfile, "WAIT_S", 0.1)
+    before = params_file.read_text()
+    with lockfile.held(params_file, "python -m pipeline.config set"), pytest.raises(lockfile.Busy) as e:
+        set_in_file(params_file, ["seed=5"])
+    assert str(e.value).startswith(
+        f"{params_file}: being written by pid {os.getpid()} (python -m pipeline.config set)"
+    )
+    assert params_file.read_text() == before
+
+
+def test_set_in_file_locks_the_file_a_link_names(
+    params_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lockfile, "WAIT_S", 0.0)
+    (tmp_path / "elsewhere").mkdir()
+    link = tmp_path / "elsewhere" / "link.yaml"
+    link.symlink_to(params_file)
+    with lockfile.held(params_file, "the file itself"), pytest.raises(lockfile.Busy, match="the file itself"):
+        set_in_file(link, ["seed=5"])
+    assert os.listdir(tmp_path / "elsewhere") == ["link.yaml"]
+
+
+def test_set_in_file_writes_under_a_lock_naming_the_command(
+    params_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = []
+    monkeypatch.setattr(
+        params.config,
+        "_set_in_file",
+        lambda path, o: seen.append((params_file.parent / ".params.yaml.lock").read_text()),
+    )
+    set_in_file(params_file, ["seed=1"])
+    assert seen == [f"{os.getpid()} python -m pipeline.config set\n"]
+
+
+def test_set_in_file_of_a_missing_file_names_it_and_makes_no_lock(tmp_path: Path) -> None:
+    assert (
+        refusal(set_in_file, tmp_path / "absent.yaml", ["seed=1"])
+        == f"{tmp_path / 'absent.yaml'}: file not found"
+    )
+    assert os.listdir(tmp_path) == []
 
 
 # -- the scaling workload ------------------------------------------------------------------------------

@@ -250,3 +250,12 @@ def test_an_entry_the_baseline_schema_refuses_names_the_file_never_written(
         == f'{reg.root / "baselines" / ENV / "v1.json"}: reason: "too short" is invalid (rule: minLength 10)'
     )
     assert not (reg.root / "baselines").exists()
+
+
+def test_a_baseline_of_a_non_finite_run_is_refused_naming_the_file(tmp_path: Path) -> None:
+    runs = write_runs(tmp_path, single=record("single"), proc=record("proc", seconds=(9.0, float("nan"))))
+    with pytest.raises(ValidationError) as e:
+        bl.read_stages(runs)
+    assert str(e.value).startswith(
+        f"{runs / 'proc' / 'metrics.json'}: perf.windows[1].seconds: nan is not a finite number"
+    )

@@ -97,6 +97,26 @@ def test_a_leftover_inside_a_temporary_folder_is_a_leftover(root: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("name", [".v2.json.abc.tmp", "v2.json"])
+def test_a_file_a_writer_is_adding_now_names_the_writer(
+    root: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `registry pin` at once: the second blamed "an interrupted write" the first was still doing."""
+    asked = []
+
+    def writer(target: Path) -> str:
+        asked.append(target)
+        return "pid 7 (python -m registry pin)"
+
+    monkeypatch.setattr(index.lockfile, "holding", writer)
+    (root / "models" / "tiny" / name).write_text("{}")
+    assert str(error(root)) == (
+        f"{root / 'models/tiny' / name}: not yet in registry/index.json: pid 7 (python -m registry pin) is "
+        "writing the registry now; next: let it finish, then re-run"
+    )
+    assert asked == [root.resolve()]
+
+
 def test_an_altered_file_is_named_with_both_hashes(root: Path) -> None:
     path = root / "pinned" / "tiny" / "notes.txt"
     path.write_text("a")

@@ -27,7 +27,7 @@ from judge_trees import PINNED_FILES, bless, make_registry, write_export, write_
 from registry import __main__ as cli
 from registry.checks import NAME_RULE
 from registry.sealed import seal
-from registry.store import ROOT, Registry, RegistryError
+from registry.store import ROOT, Registry, RegistryError, write_once
 
 ENV = "cpu-test-env"
 
@@ -267,6 +267,32 @@ def test_an_export_edited_since_its_manifest_is_refused(reg: Registry, tmp_path:
     assert not (reg.root / "goldens").exists()
 
 
+@pytest.mark.parametrize(
+    ("change", "key", "value"),
+    [
+        ({"train_loss": [4.0, float("nan"), 3.0, 2.5]}, "train_loss[1]", "nan"),
+        ({"eval": [{"step": 0, "loss": 4.5}, {"step": 2, "loss": 3.5}, {"step": 4, "loss": float("inf")}]},
+         "eval[2].loss", "inf"),
+        ({"grad_norm": [1.0, 2.0, 3.0, -float("inf")]}, "grad_norm[3]", "-inf"),
+        ({"tokens_per_s": float("nan")}, "tokens_per_s", "nan"),  # anywhere: the gates refuse it too
+    ],
+)  # fmt: skip
+def test_a_golden_of_a_non_finite_run_is_refused_before_anything_is_written(
+    reg: Registry, tmp_path: Path, change: dict, key: str, value: str
+) -> None:
+    """A NaN loss blessed with exit 0 was a golden never to be taken back: every later check failed."""
+    run = write_run(tmp_path, **change)
+    before = sorted(p.relative_to(reg.root) for p in reg.root.rglob("*"))
+    with pytest.raises(ValidationError) as e:
+        cli.bless_golden(reg, run, None, None, "a golden of a diverged run", "params.yaml")
+    assert str(e.value) == (
+        f"{run}: {key}: {value} is not a finite number: the gates fail this run, and a blessing is never "
+        "taken back (rule: a finite run record); next: fix the run and re-run it (dvc repro), then bless"
+    )
+    assert e.value.exit_code == 2
+    assert sorted(p.relative_to(reg.root) for p in reg.root.rglob("*")) == before
+
+
 @pytest.fixture()
 def golden(reg: Registry, tmp_path: Path, capsys) -> tuple[Registry, Path]:
     write_export(tmp_path / "export")
@@ -414,6 +440,43 @@ def test_list_shows_versions_goldens_and_baselines(golden, capsys) -> None:
         f"perf baseline {ENV}",
         f"  v1  single, thread  {b1['provenance']['time_utc']}  perf numbers here",
     ]
+
+
+def test_list_escapes_what_a_blessing_wrote(reg: Registry, tmp_path: Path, capsys) -> None:
+    """A reason with a newline printed a forged `v9` line; an ANSI escape recoloured the terminal."""
+    md5 = reg.pin("tiny")["model_md5"]
+    bless(reg, "tiny", {"model.safetensors": "9" * 32}, "fp32", md5)
+    path = reg.root / "models" / "tiny" / "v1.json"
+    data = json.loads(path.read_text())
+    data = {k: v for k, v in data.items() if k != "content_sha256"}
+    data["reason"] = "fine\n  v9  fp32  model.safetensors 0000  2026-01-01  \x1b[31mforged"
+    data["dtype"] = "fp32"
+    path.unlink()
+    from registry import index
+
+    (reg.root / "index.json").unlink()
+    write_once(path, seal(data))
+    index.create(reg.root)
+    capsys.readouterr()
+    assert cli.list_all(Registry(reg.root)) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].endswith(
+        "  fine\\n  v9  fp32  model.safetensors 0000  2026-01-01  \\x1b[31mforged"
+    )
+    assert len(out.splitlines()) == 2 and "\x1b" not in out
+
+
+def test_verify_and_the_version_diff_escape_file_names(tmp_path: Path, capsys) -> None:
+    report = {
+        "model": "tiny", "version": 1, "dtype": "fp32", "passed": False,
+        "files": [{"name": "a\nb\x1b[2J", "expected": "e\n", "actual": None, "ok": False}],
+        "source_checkpoint": {"expected": "s", "actual": "s", "ok": True},
+    }  # fmt: skip
+    cli.print_verify(report, tmp_path / "exp\nort")
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"{tmp_path}/exp\\nort vs registry tiny v1 (fp32):"
+    assert out.splitlines()[2].split() == ["a\\nb\\x1b[2J", "e\\n", "-", "NO"]
+    assert len(out.splitlines()) == 5
 
 
 # -- the parser, bless's dispatch, main -------------------------------------------------------------

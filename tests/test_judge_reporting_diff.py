@@ -73,7 +73,8 @@ TABLE = """\
 └────────┴──────────────┴──────────────┴────────────┴────────────┴────────────────────┘
 WORSE h: h [bold]over[/]
 WORSE d: d inconclusive
-2 got worse; 1 better, 1 changed, 2 measured, 1 added, 1 removed; exit 1
+WORSE c: removed from B (PASS in A): B no longer checks it
+3 got worse; 1 better, 1 changed, 2 measured, 1 added, 1 removed; exit 1
 """
 
 
@@ -95,14 +96,78 @@ def test_no_change_at_all() -> None:
 @pytest.mark.parametrize(
     ("after", "summary"),
     [
-        ([g("pass", 2.0, "a")], "0 got worse; 1 removed; exit 0"),
-        ([g("skip", 2.0, "a"), g("pass", 1, "n")], "1 got worse; 1 added, 1 removed; exit 1"),
-        ([g("pass", 2.5, "a"), g("skip", None, "n")], "0 got worse; 1 measured, 1 added, 1 removed; exit 0"),
+        ([g("pass", 2.0, "a")], "1 got worse; 1 removed; exit 1"),
+        ([g("skip", 2.0, "a"), g("pass", 1, "n")], "2 got worse; 1 added, 1 removed; exit 1"),
+        ([g("pass", 2.5, "a"), g("skip", None, "n")], "1 got worse; 1 measured, 1 added, 1 removed; exit 1"),
+        ([g("pass", 2.0, "a"), g("pass", 1, "r")], "0 got worse; no change; exit 0"),
     ],
 )
 def test_the_summary_counts_each_kind(after: list[dict[str, Any]], summary: str) -> None:
     before = {"gates": [g("pass", 2.0, "a"), g("pass", 1, "r")]}
     assert printed(diff.compare(before, {"gates": after})).splitlines()[-1] == summary
+
+
+def test_a_failing_gate_removed_is_named_first_of_all() -> None:
+    """main: "0 got worse; exit 0" for B without a failing gate of A (and without 25 of 27 gates)."""
+    before = {
+        "gates": [g("pass", 1, "p"), g("pass", 2, "q"), g("fail", 3, "bad", "loss 3 > 2"), g("pass", 4, "r")]
+    }
+    after = {"gates": [g("pass", 1, "p"), g("fail", 9, "q", "q broke")]}
+    lines = printed(diff.compare(before, after)).splitlines()
+    assert lines[-4:] == [
+        "WORSE bad: removed from B while FAIL in A: its failure is hidden, not fixed (loss 3 > 2)",
+        "WORSE q: q broke",
+        "WORSE r: removed from B (PASS in A): B no longer checks it",
+        "3 got worse (1 removed while not passing: failures hidden, not fixed); 2 removed; exit 1",
+    ]
+
+
+def test_twenty_five_of_twenty_seven_gates_gone_is_worse() -> None:
+    before = {"gates": [g("pass", i, f"g{i}") for i in range(27)]}
+    after = {"gates": before["gates"][:2]}
+    assert printed(diff.compare(before, after)).splitlines()[-1] == "25 got worse; 25 removed; exit 1"
+
+
+def test_a_gate_id_and_message_with_terminal_escapes_are_printed_escaped() -> None:
+    """A gate id with ESC in a report was printed raw (recolouring, or clearing, the terminal)."""
+    esc = "x\x1b[2J\x1b]0;pwned\x07"
+    before = {"gates": [g("pass", 1, esc)]}
+    after = {"gates": [g("fail", 1, esc, "m\x1b[31m\nforged: 0 got worse; exit 0")]}
+    out = printed(diff.compare(before, after), width=200)
+    assert "\x1b" not in out and "\x07" not in out
+    assert "WORSE x\\x1b[2J\\x1b]0;pwned\\x07: m\\x1b[31m\\nforged: 0 got worse; exit 0" in out.splitlines()
+    assert out.splitlines()[-1] == "1 got worse; nothing else; exit 1"
+
+
+def test_every_text_of_the_reports_is_shown_as_written_not_as_markup() -> None:
+    """Paths, measured values, ids and a hidden failure's message holding rich markup: all literal."""
+    before = {"gates": [g("pass", "[bold]a", "[red]p"), g("fail", 1, "[red]f", "[bold]loss[/] 3")]}
+    after = {"gates": [g("fail", "[bold]b", "[red]p", "[red]broke[/]")]}
+    out = io.StringIO()
+    diff.print_diff(
+        diff.compare(before, after),
+        "A[bold].json",
+        "B[red].json",
+        Console(file=out, width=200, color_system=None),
+    )
+    text = out.getvalue()
+    assert "gates diff: A[bold].json -> B[red].json" in text
+    assert "│ [bold]a " in text and "│ [bold]b " in text
+    assert (
+        "WORSE [red]f: removed from B while FAIL in A: its failure is hidden, not fixed ([bold]loss[/] 3)"
+        in text
+    )
+    assert "WORSE [red]p: [red]broke[/]" in text
+
+
+def test_run_titles_the_table_with_both_paths(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for path in ("one.json", "two.json"):
+        report.write(report.build({}, tmp_path, "params.yaml", None), tmp_path / path)
+    assert diff.run("one.json", "two.json") == 0
+    assert "gates diff: one.json -> two.json" in capsys.readouterr().out
 
 
 def test_the_default_console_in_colour(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

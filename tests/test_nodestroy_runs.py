@@ -194,3 +194,49 @@ def test_a_second_writer_of_a_run_fails_at_once_naming_the_first(tiny_data: Tiny
         "state.json",
         "tokenizer.json",
     ]
+
+
+# ---- what an interrupted launcher says of its run folder is what is on disk (issue #51 item 4) -------
+
+
+def test_the_launchers_last_word_on_its_run_folder_is_what_is_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main said "runs/proc is unchanged" of a folder `dvc repro -f` had emptied before it started."""
+    from xtrain.core import rundir
+
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    run = tmp_path / "runs" / "proc"
+    assert rundir.snapshot(run) is None
+    absent = "holds no run: it was already absent when this launcher started"
+    assert rundir.describe(run, None) == f"{run} {absent}"
+    monkeypatch.setenv("DVC_STAGE", "train@proc")
+    assert rundir.describe(run, None) == (
+        f"{run} {absent} (DVC removes a stage's outputs before it runs it; `dvc checkout train@proc` "
+        "restores them)"
+    )
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.json").write_text("{}")
+    os.symlink("elsewhere", run / "link")
+    before = rundir.snapshot(run)
+    assert before is not None and sorted(before) == ["link", "metrics.json"]
+    assert (
+        rundir.describe(run, before)
+        == f"{run} is unchanged: it holds the previous run, as when this launcher started"
+    )
+    (run / "metrics.json").write_text('{"other": 1}')
+    assert rundir.describe(run, before) == (
+        f"{run} changed while this launcher ran (not by it: it writes only {tmp_path / 'runs' / '.proc.partial'})"
+    )
+    shutil.rmtree(run)
+    assert rundir.describe(run, before) == f"{run} is gone: it was removed while this launcher ran"
+    run.mkdir()
+    (run / ".gitignore").write_text("/metrics.json\n")
+    empty = rundir.snapshot(run)
+    (tmp_path / "runs" / ".proc.partial" / "checkpoints" / "step_000004").mkdir(parents=True)
+    (tmp_path / "runs" / ".proc.partial" / "checkpoints" / "latest").write_text("step_000004\n")
+    (tmp_path / "runs" / ".proc.partial" / "checkpoints" / "step_000004" / "state.json").write_text("{}")
+    assert rundir.describe(run, empty) == (
+        f"{run} is unchanged: it holds no run, as when this launcher started; the interrupted run's "
+        f"checkpoints are in {tmp_path / 'runs' / '.proc.partial'} (--resume continues from them)"
+    )

@@ -33,6 +33,7 @@ from proctree_cases import (
     worker,
 )
 from xtrain.core.launch_plan import torchrun_cmd
+from xtrain.core.rundir import partial_dir
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -210,6 +211,47 @@ def test_sigterm_to_dvc_repro_kills_the_launchers_tree(
         time.sleep(2)
         assert snapshot(run_dir) == after and "metrics.json" not in after
         assert not (tmp_path / "dvc.lock").exists()
+    finally:
+        stop_group(dvc)
+        kill_all(marker)
+
+
+def test_after_sigint_to_dvc_repro_the_launcher_says_what_is_on_disk(
+    tiny_data: TinyData, tmp_path: Path
+) -> None:
+    """Ctrl-C (SIGINT to the foreground group) of `dvc repro -s -f train`: DVC had removed the run
+    folder before it started the stage, and main's launcher said "run is unchanged". Its last word
+    is what is on disk now: no run, already absent when it started, and how to get DVC's back."""
+    import shlex
+
+    run_dir = tmp_path / "run"
+    previous_run(run_dir)
+    cmd = [sys.executable, "-m", "pipeline.train", "proc", *tiny_cli(tiny_data, run_dir, *LONG)]
+    (tmp_path / "dvc.yaml").write_text(
+        f"stages:\n  train:\n    cmd: {shlex.join(cmd)}\n    outs:\n      - run\n"
+    )
+    env = {**code_first(REPO), "DVC_NO_ANALYTICS": "1"}
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True, env=env)
+    with open(tmp_path / "err.txt", "w") as err:
+        dvc = subprocess.Popen(
+            [sys.executable, "-m", "dvc", "repro", "-s", "-f", "train"], cwd=tmp_path, env=env,
+            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+        )  # fmt: skip
+    marker = str(run_dir)
+    try:
+        assert wait_for(lambda: training(run_dir), START_S, 0.2), (tmp_path / "err.txt").read_text()[-2000:]
+        assert not run_dir.exists()  # DVC removed the stage's output before it ran the stage
+        os.killpg(dvc.pid, signal.SIGINT)
+        dvc.wait(60)
+        assert wait_for(lambda: not tree(marker), GRACE_S)
+        said = [x for x in (tmp_path / "err.txt").read_text().splitlines() if x.startswith("error: launcher")]
+        assert said == [
+            f"error: launcher: SIGINT: its torchrun agent and workers were killed; {run_dir} holds no run: it "
+            "was already absent when this launcher started (DVC removes a stage's outputs before it runs it; "
+            "`dvc checkout train` restores them); the interrupted run's checkpoints are in "
+            f"{partial_dir(run_dir)} (--resume continues from them)"
+        ], (tmp_path / "err.txt").read_text()[-3000:]
+        assert not run_dir.exists()
     finally:
         stop_group(dvc)
         kill_all(marker)

@@ -68,6 +68,45 @@ def test_init_writes_only_into_a_new_or_empty_folder(tmp_path: Path, there: dict
     assert "is a symbolic link, not a folder" in proc.stderr and not (tmp_path / "absent").exists()
 
 
+@pytest.mark.parametrize(
+    ("hidden", "says"),
+    [
+        ({".git": "garbage\n"}, "git cannot use the repository here: fatal: invalid gitfile format"),
+        ({".dvc": ""}, ".dvc: is not a folder, as git and DVC expect there"),
+        ({".gitignore": "*\n"}, ".dvc: ignored by git ("),
+    ],
+)
+def test_init_refuses_what_would_stop_it_half_way_then_a_fixed_folder_inits(
+    tmp_path: Path, hidden: dict, says: str
+) -> None:
+    """main wrote train.py, dvc.yaml and params.yaml, then failed in git or dvc init; its re-run was
+    refused ("train.py exists")."""
+    for name, text in hidden.items():
+        (tmp_path / name).write_text(text)
+    proc = sh(tmp_path, sys.executable, "-m", "gates", "init", ok=(2,))
+    assert proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(hidden)  # nothing written
+    for name in hidden:
+        (tmp_path / name).unlink()
+    sh(tmp_path, sys.executable, "-m", "gates", "init")
+    assert {".git", ".dvc", "train.py", "dvc.yaml", "params.yaml"} <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_init_runs_this_interpreters_dvc_not_one_on_path(tmp_path: Path) -> None:
+    """main: `dvc` not on PATH gave a 25-line traceback (FileNotFoundError)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    git = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    (bin_dir / "git").symlink_to(git)
+    env = {**code_first(REPO), "DVC_NO_ANALYTICS": "1", "PATH": str(bin_dir)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gates", "init", "mine"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("git init, dvc init; next: dvc repro && python3 -m gates check\n")
+    assert (tmp_path / "mine" / ".dvc" / "config").is_file()
+
+
 @pytest.mark.ddp
 @pytest.mark.xdist_group("ddp")
 def test_three_commands_from_an_empty_folder_reach_a_verdict(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from contracts import outputs
 from contracts.fileio import atomic_write_json
 from contracts.validate import ValidationError
 from contracts.yamlfile import PIPELINE_BYTES, load_pipeline_text
+from gates.campaigns import children
 from gates.judges import catalogue
 from params.config import write_with_section
 from params.project import load_judging
@@ -190,8 +191,9 @@ def pipeline_inputs(repo: Path, commit: str) -> list[list[str]] | None:
 
 
 def run_logged(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    """`cmd` in a process group of its own, ended with bisect on a signal (gates/campaigns/children.py)."""
+    done = children.run(cmd, cwd, {**os.environ, "DVC_NO_ANALYTICS": "1"})
+    return subprocess.CompletedProcess(cmd, done.code, done.out, done.err)
 
 
 def tail(text: str, n: int = 3) -> str:

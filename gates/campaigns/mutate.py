@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_text, canonical_json
 from contracts.validate import load_schema, validate
 from contracts.yamlfile import load_pipeline
+from gates.campaigns import children
 from gates.campaigns.mutants import Catalogue, Mutant, apply, mutated_text
 from gates.judges import catalogue as gate_catalogue
 from gates.reading.dvcyaml import DvcYamlError, pipeline_stages
@@ -101,18 +101,10 @@ class Outcome:
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str, bool]:
-    """(exit code, output, timed out); on timeout the whole process group (torchrun too) is killed."""
-    p = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, _ = p.communicate(timeout=max(1.0, timeout))
-        return p.returncode, out, False
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        return -9, out or "", True
+    """(exit code, output, timed out); on timeout the whole process group (torchrun too) is killed; a
+    signal to the campaign ends it and raises (gates/campaigns/children.py)."""
+    done = children.run(cmd, cwd, env, max(1.0, timeout), merge=True)
+    return done.code, done.out, done.timed_out  # timed out: -9, the group was SIGKILLed
 
 
 def tree_env(tree: Path) -> dict[str, str]:
@@ -457,6 +449,7 @@ def run_campaign(c: Campaign, mutants: list[Mutant], jobs: int) -> dict[str, Any
     log.unlink(missing_ok=True)
 
     def one(m: Mutant) -> Outcome:
+        children.check("gates mutate")  # interrupted: a queued mutant is not even copied
         o = c.mutant(m)
         with log.open("a") as f:
             f.write(json.dumps(asdict(o)) + "\n")

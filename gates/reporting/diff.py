@@ -2,8 +2,10 @@
 
 Each gate's status and measured value side by side, gates added and removed. A gate got worse when
 its status moved down pass > skip > inconclusive > fail = error (pass -> skip counts: the gate is no
-longer checked), or when a gate new in B does not pass or skip. Exit 0 nothing got worse, 1 something
-did, 2 a report is missing or invalid (one line naming the file).
+longer checked), when a gate new in B does not pass or skip, or when B no longer has it at all: a
+removed gate is no longer checked, and one that did not pass in A is a failure hidden, not fixed,
+named first of all (`gates diff` of a report with 25 of 27 gates gone said "0 got worse; exit 0").
+Exit 0 nothing got worse, 1 something did, 2 a report is missing or invalid (one line naming the file).
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from contracts import artifact_table
+from contracts.errors import shown
 from contracts.validate import ValidationError
 from gates.reporting.ci_report import short
 from gates.reporting.report import COLORS, stdout_console
@@ -32,11 +34,20 @@ class Change:
 
     @property
     def worse(self) -> bool:
-        if self.after is None:
-            return False
+        if self.after is None:  # B does not judge it: coverage lost, or a failure hidden
+            return True
         if self.before is None:
             return RANK[self.after["status"]] >= RANK["inconclusive"]
         return RANK[self.after["status"]] > RANK[self.before["status"]]
+
+    @property
+    def hides_failure(self) -> bool:
+        """Removed from B while it did not pass in A: the worst change a diff can show."""
+        return (
+            self.after is None
+            and self.before is not None
+            and RANK[self.before["status"]] >= RANK["inconclusive"]
+        )
 
     @property
     def kind(self) -> str:
@@ -81,12 +92,12 @@ def _delta(x: Any, y: Any) -> str:
 
 
 def _status(status: str) -> str:
-    return f"[{COLORS[status]}]{status.upper()}[/]" if status in COLORS else escape(status)
+    return f"[{COLORS[status]}]{status.upper()}[/]" if status in COLORS else shown(status, markup=True)
 
 
 def print_diff(changes: list[Change], a_path: str, b_path: str, console: Console | None = None) -> None:
     console = console or stdout_console()
-    table = Table(title=f"gates diff: {escape(a_path)} -> {escape(b_path)}")  # paths, not markup
+    table = Table(title=f"gates diff: {shown(a_path, True)} -> {shown(b_path, True)}")  # paths, not markup
     for col in ("gate", "A", "B", "A measured", "B measured", "change"):
         table.add_column(
             col,
@@ -99,23 +110,42 @@ def print_diff(changes: list[Change], a_path: str, b_path: str, console: Console
         ma = c.before["measured"] if c.before else None
         mb = c.after["measured"] if c.after else None
         kind = c.kind + (f" {_delta(ma, mb)}" if c.kind == "measured" else "")
-        table.add_row(
-            escape(c.id),
+        table.add_row(  # a report's own text: neither markup nor terminal escapes (contracts.errors.shown)
+            shown(c.id, markup=True),
             _status(sa),
             _status(sb),
-            escape(short(ma)),
-            escape(short(mb)),
+            shown(short(ma), markup=True),
+            shown(short(mb), markup=True),
             f"[bold red]{kind}[/]" if c.worse else kind,
         )
     console.print(table)
-    for c in changes:
-        if c.worse and c.after is not None:
-            console.print(f"[bold red]WORSE[/] {escape(c.id)}: {escape(c.after['message'])}")
+    for c in sorted((c for c in changes if c.worse), key=_severity):  # a hidden failure first
+        console.print(f"[bold red]WORSE[/] {shown(c.id, True)}: {_why(c)}")
     worse = sum(c.worse for c in changes)
+    hidden = sum(c.hides_failure for c in changes)
     kinds = ("better", "changed", "measured", "added", "removed")
     counts = {k: sum(c.kind == k for c in changes) for k in kinds}
-    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no change"
-    console.print(f"{worse} got worse; {summary}; exit {1 if worse else 0}")
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or (
+        "nothing else" if worse else "no change"
+    )
+    hides = f" ({hidden} removed while not passing: failures hidden, not fixed)" if hidden else ""
+    console.print(f"{worse} got worse{hides}; {summary}; exit {1 if worse else 0}")
+
+
+def _severity(c: Change) -> int:
+    """WORSE lines in this order: failures hidden by removal, gates that got worse, gates removed."""
+    return 0 if c.hides_failure else 2 if c.after is None else 1  # pragma: no mutate -- equivalent: any 2 < n
+
+
+def _why(c: Change) -> str:
+    """The WORSE line's reason: B's message, or what removing the gate lost (rich markup escaped)."""
+    if c.after is not None:
+        return shown(c.after["message"], True)
+    assert c.before is not None  # a change has at least one side (compare)
+    was = f"{c.before['status'].upper()} in A"
+    if c.hides_failure:
+        return f"removed from B while {was}: its failure is hidden, not fixed ({shown(c.before['message'], True)})"
+    return f"removed from B ({was}): B no longer checks it"
 
 
 def run(a_path: str, b_path: str) -> int:

@@ -3,7 +3,8 @@
     runs/<launcher>/           the last complete run, untouched until a new run succeeds
     runs/.<launcher>.partial/  the run in progress; after a failure it keeps the checkpoints
                                that `--resume` continues from
-    runs/.<launcher>.lock      held (flock) by the one launcher writing the run; holds its pid
+    runs/.<launcher>.lock      held (flock) by the one writer of the run (our launcher, or runrecord
+                               in a project's own loop: contracts/lockfile.py); names its pid
 
 A run folder carries the marker `.xtrain-output.json` {"kind": "run"}, written at the swap (a
 staging folder holds only outputs): a run replaces only an absent or empty folder or a previous
@@ -15,26 +16,21 @@ run (contracts/outputs.py); anything else is refused before anything is touched.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from contracts import outputs
+from contracts import lockfile, outputs
 from contracts.checkpoint_dir import CheckpointDir, NothingToResume
-from contracts.errors import XtrainError
 from contracts.fileio import naming_the_file, replace_directory
 from contracts.validate import ValidationError
 
 OUTPUTS = outputs.RUN_OUTPUTS
 
 
-class RunBusy(XtrainError):
-    """Another launcher holds the run's lock: one writer per run directory."""
-
-    exit_code = 2
+RunBusy = lockfile.Busy  # another writer holds the run's lock: one writer per run directory
 
 
 def partial_dir(run_dir: str | Path) -> Path:
@@ -43,35 +39,19 @@ def partial_dir(run_dir: str | Path) -> Path:
 
 
 def lock_path(run_dir: str | Path) -> Path:
-    run_dir = Path(run_dir)
-    return run_dir.parent / f".{run_dir.name}.lock"
+    return lockfile.lock_path(run_dir)
 
 
 @contextlib.contextmanager
 def locked(run_dir: str | Path) -> Iterator[int]:
-    """Hold the run's lock for the block (yields its fd, to hand to a child that must hold it too).
-
-    flock(2): released by the kernel when the last process holding the file closes it or dies, so
-    a crash never leaves a stale lock. A second writer fails at once, naming the holder's pid.
-    """
-    path = lock_path(run_dir)
-    with naming_the_file(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise RunBusy(
-                f"{run_dir}: another run is writing it (pid {holder}, lock {path}); "
-                "next: wait for it to finish or stop it, then re-run"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield fd
-    finally:
-        os.close(fd)
+    """Hold the run's lock for the block (yields its fd). flock(2) on the lock file: released by the
+    kernel when its holder dies, so a crash never blocks the next run (it takes the file over, naming
+    the dead one); a second writer fails at once, naming the holder's pid (contracts/lockfile.py)."""
+    with naming_the_file(lock_path(run_dir)):
+        Path(run_dir).parent.mkdir(parents=True, exist_ok=True)
+    with lockfile.held(run_dir, "python -m pipeline.train", wait_s=0) as lock:
+        assert lock.fd is not None  # held() returns an acquired lock
+        yield lock.fd
 
 
 def has_checkpoint(run_dir: Path) -> bool:
@@ -157,3 +137,46 @@ def commit(staging: Path, run_dir: str | Path) -> None:
         outputs.write_marker(staging, outputs.RUN)  # at the swap: a staging folder holds only outputs
         os.chmod(staging, 0o755)
         replace_directory(staging, run_dir)
+
+
+Snapshot = dict[str, tuple[int, int]]
+
+
+def snapshot(run_dir: str | Path) -> Snapshot | None:
+    """Every file under the run folder with its size and mtime; None where there is no folder."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return None
+    out = {}
+    for p in sorted(run_dir.rglob("*")):
+        st = p.lstat()
+        if not p.is_dir() or p.is_symlink():
+            out[p.relative_to(run_dir).as_posix()] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def describe(run_dir: str | Path, before: Snapshot | None) -> str:
+    """What the run folder holds now, said against what it held when the launcher started (`before`):
+    after a SIGINT to `dvc repro -s -f train@proc` the launcher said "runs/proc is unchanged" of a
+    folder DVC had emptied before it started. Only what is on disk is said."""
+    now, stage = snapshot(run_dir), os.environ.get("DVC_STAGE")
+    if now is None:
+        if before is not None:
+            return f"{run_dir} is gone: it was removed while this launcher ran"
+        said = f"{run_dir} holds no run: it was already absent when this launcher started"
+        if stage:  # the run DVC recorded is in its cache
+            said += (
+                f" (DVC removes a stage's outputs before it runs it; `dvc checkout {stage}` restores them)"
+            )
+        return said + _kept(run_dir)
+    if now != before:
+        return f"{run_dir} changed while this launcher ran (not by it: it writes only {partial_dir(run_dir)})"
+    held = "the previous run" if "metrics.json" in now else "no run"
+    return f"{run_dir} is unchanged: it holds {held}, as when this launcher started" + _kept(run_dir)
+
+
+def _kept(run_dir: str | Path) -> str:
+    staging = partial_dir(run_dir)
+    if not has_checkpoint(staging):
+        return ""
+    return f"; the interrupted run's checkpoints are in {staging} (--resume continues from them)"
