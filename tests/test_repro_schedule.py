@@ -128,7 +128,7 @@ def test_the_repro_record_is_sealed_and_names_the_dvc_lock_it_left(
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     monkeypatch.setattr(repro, "default_remote", lambda: None)
     monkeypatch.setattr(repro, "missing_outs", lambda: set())
-    monkeypatch.setattr(repro, "repro_serial", lambda targets: (0, {"env": "ran"}, {}))
+    monkeypatch.setattr(repro, "repro_serial", lambda targets, extra=(): (0, {"env": "ran"}, {}))
     assert repro.run([], True, Path("reports/repro.json"), 1) == 0
     rec = repro_record(tmp_path)
     assert rec["stages"] == {"env": "ran"} and rec["dvc_lock_md5"] == md5_file(tmp_path / "dvc.lock")

@@ -174,8 +174,15 @@ class Sources:
         self.root = self.root.resolve()
         self.counts_harness = self.root == self.harness or self.harness in self.root.parents
         for pkg in PACKAGES:  # every schema file, by name (a name found twice names none)
-            for path in (self.harness / pkg / "schemas").glob("*.schema.json"):
+            for path in (self.home(pkg) / pkg / "schemas").glob("*.schema.json"):
                 self._schemas[path.name] = path if path.name not in self._schemas else Path()
+
+    def home(self, top: str) -> Path:
+        """Where top-level package `top` lives: the project's own copy when it has one (a checkout of
+        the harness elsewhere, as `gates bisect` makes), else the harness's (a project beside it)."""
+        if top in PACKAGES and not (self.root / top).is_dir():
+            return self.harness
+        return self.root
 
     def module_file(self, name: str) -> Path | None:
         """The file of a module of the harness's packages or of the project (a package: its
@@ -188,7 +195,7 @@ class Sources:
         parts = name.split(".")
         if not all(parts):
             return None
-        base = (self.harness if parts[0] in PACKAGES else self.root) / Path(*parts)
+        base = self.home(parts[0]) / Path(*parts)
         for path in (base.with_suffix(".py"), base / "__init__.py"):
             if path.is_file():
                 return path
