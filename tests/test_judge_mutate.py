@@ -191,6 +191,41 @@ def test_drop_stages_without_a_lock_and_with_nothing_skipped(tmp_path: Path) -> 
     assert (tmp_path / "dvc.lock").read_text() == DVC_LOCK  # a round trip keeps DVC's dialect
 
 
+PARAMS_SCOPED = """\
+model: {d: 1}
+gates:
+  # the stages the verdict needs
+  scope:
+    stages: [corpus, train@proc, scaling, pilot, 7]
+"""
+
+
+def test_drop_stages_narrows_the_declared_scope_of_params(tmp_path: Path) -> None:
+    """The scratch pipeline without a stage declares a scope without it (every foreach item of it), and
+    keeps the rest of params.yaml as written; nothing to drop writes nothing."""
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    (tmp_path / "params.yaml").write_text(PARAMS_SCOPED)
+    mutate.drop_stages(tmp_path, ["scaling", "train"])
+    text = (tmp_path / "params.yaml").read_text()
+    assert text == PARAMS_SCOPED.replace("[corpus, train@proc, scaling, pilot, 7]", "[corpus, pilot, 7]")
+    mutate.narrow_scope(tmp_path / "params.yaml", ["pilot", "7"])
+    assert "stages: [corpus]\n" in (tmp_path / "params.yaml").read_text()
+    before = (tmp_path / "params.yaml").stat().st_mtime_ns
+    mutate.narrow_scope(tmp_path / "params.yaml", ["scaling"])  # nothing of it declared
+    mutate.narrow_scope(tmp_path / "params.yaml", [])
+    assert (tmp_path / "params.yaml").stat().st_mtime_ns == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.yaml", "params.yaml"]  # written atomically
+
+
+def test_narrow_scope_leaves_a_params_file_without_a_scope_alone(tmp_path: Path) -> None:
+    for text in ("model: {d: 1}\n", "gates: {perf: 1}\n", "gates:\n  scope: {other: 1}\n", ""):
+        (tmp_path / "params.yaml").write_text(text)
+        mutate.narrow_scope(tmp_path / "params.yaml", ["scaling"])
+        assert (tmp_path / "params.yaml").read_text() == text
+    mutate.narrow_scope(tmp_path / "absent.yaml", ["scaling"])
+    assert not (tmp_path / "absent.yaml").exists()
+
+
 def test_drop_stages_reads_the_pipeline_bounded_first(tmp_path: Path) -> None:
     (tmp_path / "dvc.yaml").write_text(DVC_YAML)
     deep = "schema: '2.0'\nstages: {}\nx: " + "[" * 40 + "]" * 40 + "\n"
