@@ -169,7 +169,12 @@ def diff(args: argparse.Namespace) -> int:
 
 
 def list_gates(args: argparse.Namespace) -> int:
-    thresholds = load_judging(Path(args.root) / args.params).thresholds
+    """The catalogue with the thresholds a run of this params file is judged by (prefixes capped by its
+    steps, as the report and the generated docs say them)."""
+    from gates.reporting.threshold_docs import capped_for_run
+
+    params = load_judging(Path(args.root) / args.params)
+    thresholds = capped_for_run(params) if "train" in params.raw else params.thresholds
     width = max(len(g.id) for g in catalogue.GATES)
     for g in catalogue.GATES:
         print(f"{g.id:<{width}}  {g.threshold(thresholds)}")

@@ -368,7 +368,12 @@ def resolve(raw: dict[str, Any], source: str, overrides: list[str] | tuple[str, 
     for name, over in raw["profiles"].items():
         for section, body in over.items():
             sub = partial["properties"].get(section)
-            if sub is None or section in ("profile", "profiles", "seed", "gates"):
+            # a section without its own $defs entry (pilot, probes) cannot be overridden per profile
+            if (
+                sub is None
+                or section not in partial["$defs"]
+                or section in ("profile", "profiles", "seed", "gates")
+            ):
                 raise ValidationError(
                     source,
                     f"profiles.{name}.{section}",

@@ -371,13 +371,27 @@ def test_run_env_id_reads_runs_single_even_non_finite(tmp_path, monkeypatch) -> 
 
 
 def test_list_prints_every_gate_with_its_threshold_and_checks(capsys) -> None:
+    """The thresholds as this config's runs are judged: the cpu prefix capped by train.steps (issue #52:
+    `gates list` said "over 64 steps" of a 12-step run)."""
+    from gates.reporting.threshold_docs import capped_for_run
+    from params.project import load_judging
+
+    capped = capped_for_run(load_judging(PARAMS))
+    assert THRESHOLDS["loss_match"]["cpu"]["prefix_steps"] > capped["loss_match"]["cpu"]["prefix_steps"]
     width = max(len(g.id) for g in catalogue.GATES)
     expected = "".join(
-        f"{g.id.ljust(width)}  {g.threshold(THRESHOLDS)}\n{' ' * width}  {g.checks}\n"
-        for g in catalogue.GATES
+        f"{g.id.ljust(width)}  {g.threshold(capped)}\n{' ' * width}  {g.checks}\n" for g in catalogue.GATES
     )
     assert run(capsys, "--root", str(PARAMS.parent), "list") == (0, expected, "")
     assert any(len(g.id) == width for g in catalogue.GATES) and "finite" in expected
+    assert "cpu: step 0 rel <= 1e-05, max rel <= 0.001 over 12 steps" in expected
+
+
+def test_list_of_a_project_file_prints_its_thresholds_as_given(tmp_path: Path, capsys) -> None:
+    """A project's own params (no train:) has no steps to cap by: its thresholds as written."""
+    (tmp_path / "params.yaml").write_text("gates:\n  scope: {stages: [train_single]}\n")
+    code, out, _ = run(capsys, "--root", str(tmp_path), "list")
+    assert code == 0 and "over 64 steps" in out
 
 
 def test_list_and_explain_read_the_params_under_root(tmp_path, capsys) -> None:

@@ -213,7 +213,7 @@ def test_resolve_refusals(raw: dict) -> None:
     bad = copy.deepcopy(raw)
     bad["profile"] = "nope"
     assert refusal(resolve, bad, "p.yaml") == "p.yaml: profile: 'nope' is not defined (rule: one of cpu, gpu)"
-    for section in ("gates", "seed", "profile", "nosuch"):
+    for section in ("gates", "seed", "profile", "nosuch", "pilot"):  # pilot: a property without $defs
         bad = copy.deepcopy(raw)
         bad["profiles"]["gpu"][section] = {}
         assert refusal(resolve, bad, "p.yaml") == (

@@ -288,6 +288,29 @@ def test_effective_keeps_the_profiles_device_and_caps_every_prefix(ps: dict) -> 
     assert ps["cpu"].thresholds["loss_match"]["cpu"]["prefix_steps"] == 64  # the params are not edited
 
 
+def test_capped_for_run_caps_only_this_configs_device_and_keeps_every_tier(ps: dict) -> None:
+    cpu, gpu = td.capped_for_run(ps["cpu"]), td.capped_for_run(ps["gpu"])
+    assert cpu["loss_match"]["cpu"]["prefix_steps"] == 12 and cpu["loss_match"]["cuda"]["prefix_steps"] == 12
+    assert cpu["pilot"]["cpu"]["prefix_steps"] == 6 and "cells" in cpu["pilot"]
+    assert (
+        gpu["fresh_train"]["approx"]["cuda"]["prefix_steps"] == 12 and "cpu" in gpu["fresh_train"]["approx"]
+    )
+    long = pinned("cpu", gates__loss_match__cuda__prefix_steps=40, gates__fresh_train__approx__cuda__prefix_steps=40,
+                  gates__pilot__cuda__prefix_steps=40)  # fmt: skip
+    t = td.capped_for_run(
+        long
+    )  # another device's tier is its own profile's: not capped by this config's steps
+    assert (t["loss_match"]["cuda"]["prefix_steps"], t["fresh_train"]["approx"]["cuda"]["prefix_steps"],
+            t["pilot"]["cuda"]["prefix_steps"]) == (40, 40, 40)  # fmt: skip
+    short = td.capped_for_run(pinned("gpu", profiles__gpu__train__steps=8, profiles__gpu__train__warmup_steps=2,
+                                     pilot__steps=5))  # fmt: skip
+    assert (short["loss_match"]["cuda"]["prefix_steps"], short["fresh_train"]["approx"]["cuda"]["prefix_steps"],
+            short["pilot"]["cuda"]["prefix_steps"], short["loss_match"]["cpu"]["prefix_steps"]) == (8, 8, 5, 64)  # fmt: skip
+    lean = td.capped_for_run(pinned("cpu", gates__loss_match__cpu=DELETE, gates__pilot__cpu=DELETE))
+    assert "cpu" not in lean["loss_match"] and "cpu" not in lean["pilot"]
+    assert ps["cpu"].thresholds["loss_match"]["cpu"]["prefix_steps"] == 64  # the params are not edited
+
+
 def test_effective_takes_a_tier_or_a_cell_table_params_yaml_leaves_out() -> None:
     lean = pinned("cpu", gates__loss_match__cuda=DELETE, gates__pilot__cells=DELETE)
     t = td.effective(lean)

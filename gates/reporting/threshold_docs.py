@@ -64,19 +64,30 @@ def capped(tier: dict[str, Any], steps: int) -> dict[str, Any]:
     return {**tier, "prefix_steps": cap(tier["prefix_steps"], steps)}
 
 
+def capped_for_run(params: Params) -> dict[str, Any]:
+    """params.yaml `gates:` with this config's device tiers capped as its runs are judged (every tier
+    kept): what `python -m gates list` prints for a params file that describes runs."""
+    device, steps = params["train"]["device"], params["train"]["steps"]
+    t = copy.deepcopy(params.thresholds)
+    lm, pl, approx = t["loss_match"], t["pilot"], t["fresh_train"]["approx"]
+    if device in lm:
+        lm[device] = capped(lm[device], steps)
+    if device in pl:
+        pl[device] = capped(pl[device], params["pilot"]["steps"])
+    if device in approx:
+        approx[device] = capped(approx[device], steps)
+    return t
+
+
 def effective(params: Params) -> dict[str, Any]:
     """params.yaml `gates:` as a run of this profile is judged: its device's tier only, prefixes capped."""
-    device, steps, profile = params["train"]["device"], params["train"]["steps"], params["profile"]
-    t = copy.deepcopy(params.thresholds)
+    device, profile = params["train"]["device"], params["profile"]
+    t = capped_for_run(params)
     lm, pl, approx = t["loss_match"], t["pilot"], t["fresh_train"]["approx"]
     for tiers in (lm, pl, approx, t["perf"]):
         for other in [d for d in ("cpu", "cuda") if d != device]:
             tiers.pop(other, None)
-    lm[device] = capped(lm[device], steps)
-    pl[device] = capped(pl[device], params["pilot"]["steps"])
     pl["cells"] = {c: {device: over[device]} for c, over in pl.get("cells", {}).items() if device in over}
-    if device in approx:
-        approx[device] = capped(approx[device], steps)
     t["scaling"] = {profile: t["scaling"][profile]}
     return t
 
