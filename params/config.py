@@ -497,5 +497,27 @@ def write_with_section(source: str | Path, dest: str | Path, section: str, value
     atomic_write_text(dest, _dump(doc))
 
 
+def narrow_scope(path: str | Path, skip: list[str]) -> None:
+    """params.yaml's `gates.scope.stages` without the skipped stages (every foreach item of one), in
+    place: the list keeps its style and comments; nothing to drop writes nothing. A mutation campaign's
+    scratch pipeline declares the narrower scope it was given (gates/campaigns/mutate.py drop_stages)."""
+    path = Path(path)
+    if not skip or not path.exists():
+        return
+    yamlfile.load_file(path)  # bounded, one dialect (contracts/yamlfile.py), before the round trip reads it
+    content = path.read_text(encoding="utf-8")  # pragma: no mutate -- equivalent: also the locale's
+    doc = _round_trip().load(content)
+    scope = ((doc or {}).get("gates") or {}).get("scope") or {}
+    declared = scope.get("stages")
+    if declared is None:
+        return
+    dropped = [i for i, st in enumerate(declared) if str(st).split("@")[0] in skip]
+    if not dropped:
+        return
+    for i in reversed(dropped):
+        del declared[i]
+    atomic_write_text(path, _dump(doc))
+
+
 if __name__ == "__main__":  # the command line is pipeline/config.py
     moved(__spec__.name, "pipeline/config.py")

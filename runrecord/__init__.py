@@ -25,7 +25,7 @@ and an indexed collator). Under torchrun the recorder uses the initialised torch
 (gloo or NCCL) for its few collectives, all at finish(): nothing is communicated per step.
 """
 
-from runrecord.checks import RunRecordError
+from runrecord.arguments import RunRecordError
 from runrecord.recorder import API_VERSION, RunRecorder
 
 __all__ = ["API_VERSION", "RunRecordError", "RunRecorder"]

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from runrecord.checks import RunRecordError
+from runrecord.arguments import RunRecordError
 from xtrain.core.fingerprint import MAX_TERMS, hash32
 
 MODES = ("seed", "off")

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from runrecord.checks import RunRecordError
+from runrecord.arguments import RunRecordError
 from runrecord.recorder import RunRecorder
 
 INDEX_KEY = "sample_index"

@@ -16,10 +16,10 @@ from contracts.errors import XtrainError
 from contracts.lockfile import WriteLock
 from params.cadence import eval_due, eval_steps
 from params.identity import config_identity
-from runrecord import checks
-from runrecord.checks import RunRecordError
+from runrecord import arguments
+from runrecord.arguments import RunRecordError
 from runrecord.dropout import MODES, install
-from runrecord.rundir import check_run_dir, hold, write_record
+from runrecord.record_folder import check_run_dir, hold, write_record
 from xtrain.core.checkpoint import param_digest
 from xtrain.core.env import fingerprint
 from xtrain.core.fingerprint import MAX_TERMS, hash32
@@ -64,22 +64,22 @@ class RunRecorder:
         run_dir: str | Path | None = None,
     ) -> None:
         call = "RunRecorder"
-        self.config = checks.run_config(config)  # a plain JSON copy: what the record will hold
-        self.tokens_per_step = checks.count(
+        self.config = arguments.run_config(config)  # a plain JSON copy: what the record will hold
+        self.tokens_per_step = arguments.count(
             call, "tokens_per_step", tokens_per_step, 1, "the tokens one optimizer step trains, all ranks"
         )
         self.world, self.rank = _world_rank()
         default = "single" if self.world == 1 else "proc"
-        self.launcher = checks.choice(call, "launcher", launcher or default, checks.LAUNCHERS)
+        self.launcher = arguments.choice(call, "launcher", launcher or default, arguments.LAUNCHERS)
         if (self.launcher == "single") != (self.world == 1):
             raise RunRecordError(
                 call, "launcher", f"{self.launcher!r} at world {self.world}", "single: world 1"
             )
-        self.precision = checks.choice(call, "precision", precision, checks.PRECISIONS)
-        self.determinism = checks.plain_json(call, "determinism", determinism or {})
+        self.precision = arguments.choice(call, "precision", precision, arguments.PRECISIONS)
+        self.determinism = arguments.plain_json(call, "determinism", determinism or {})
         if not isinstance(self.determinism, dict):
             raise RunRecordError(call, "determinism", "not a dict")
-        self.dropout_mode = checks.choice(call, "dropout", dropout, MODES)
+        self.dropout_mode = arguments.choice(call, "dropout", dropout, MODES)
         if not isinstance(frozen, (tuple, list)) or not all(isinstance(f, str) and f for f in frozen):
             raise RunRecordError(call, "frozen", f"{frozen!r} is not a tuple of module names")
         self.frozen = tuple(frozen)
@@ -102,7 +102,7 @@ class RunRecorder:
             self.watch(model)
 
     def _hold(self, run_dir: Path) -> None:
-        """Lock `run_dir` (runrecord/rundir.py hold); dropped when the recorder is, or the process ends."""
+        """Lock `run_dir` (runrecord/record_folder.py hold); dropped when the recorder is, or the process ends."""
         self._lock = hold(run_dir)
         weakref.finalize(self, self._lock.release)
 
@@ -133,18 +133,18 @@ class RunRecorder:
     def eval_due(self, done: int) -> bool:
         """Whether to evaluate after `done` optimizer steps: at 0, every train.eval_every steps and after
         the last one (params/cadence.py, the rule the gates check a record's evals against)."""
-        done = checks.count("eval_due", "done", done, 0, "optimizer steps done")
+        done = arguments.count("eval_due", "done", done, 0, "optimizer steps done")
         return eval_due(self.config["train"]["eval_every"], self.steps, done)
 
     def samples(self, indices: list[int] | torch.Tensor, dropout_seeds: list[int] | None = None) -> None:
         """The dataset indices of this rank's next micro-batch, one per batch row, before its forward."""
         if len(self.train_loss) >= self.steps:
             raise RunRecordError("samples", "indices", f"after the last step (train.steps {self.steps})")
-        ids = checks.indices("samples", "indices", indices)
+        ids = arguments.indices("samples", "indices", indices)
         if dropout_seeds is not None:
             if self._masks is not None:
                 raise RunRecordError("samples", "dropout_seeds", "given while runrecord seeds the masks")
-            seeds = checks.indices("samples", "dropout_seeds", dropout_seeds)
+            seeds = arguments.indices("samples", "dropout_seeds", dropout_seeds)
             self._pending[2] += sum(hash32(s) for s in seeds)
             self._given_seeds = True
         self._pending[0] += len(ids)
@@ -159,7 +159,7 @@ class RunRecorder:
         """The dataset indices of the next training forward's rows, for an adapter that calls samples()
         only after the forward (runrecord.hf): the seeded dropout masks need them before it."""
         if self._masks is not None:
-            self._masks.next_rows(checks.indices("next_rows", "indices", indices))
+            self._masks.next_rows(arguments.indices("next_rows", "indices", indices))
 
     def step(self, loss: float, grad_norm: float, lr: float) -> None:
         """Close the step: the loss (mean over ranks), the grad norm before clipping, the lr."""
@@ -171,9 +171,9 @@ class RunRecorder:
                 "step", "", f"step {done} has no samples", "call rec.samples(indices) for each micro-batch"
             )
         values = (
-            checks.real("step", "loss", loss),
-            checks.real("step", "grad_norm", grad_norm, least=0.0),
-            checks.real("step", "lr", lr, least=0.0, finite=True),
+            arguments.real("step", "loss", loss),
+            arguments.real("step", "grad_norm", grad_norm, least=0.0),
+            arguments.real("step", "lr", lr, least=0.0, finite=True),
         )
         self._observe_mode()
         if self._masks is not None:
@@ -187,7 +187,7 @@ class RunRecorder:
 
     def eval(self, step: int, loss: float) -> None:
         """A validation loss after `step` optimizer steps (0: before training), the same on every rank."""
-        step = checks.count("eval", "step", step, 0, "optimizer steps done before this evaluation")
+        step = arguments.count("eval", "step", step, 0, "optimizer steps done before this evaluation")
         if step != len(self.train_loss):
             raise RunRecordError("eval", "step", f"{step}, after {len(self.train_loss)} recorded steps")
         if any(e["step"] == step for e in self.evals):
@@ -195,7 +195,7 @@ class RunRecorder:
         if not self.eval_due(step):
             due = eval_steps(self.config["train"])
             raise RunRecordError("eval", "step", f"{step} is not due", f"evaluate at {due} (rec.eval_due)")
-        self.evals.append({"step": step, "loss": checks.real("eval", "loss", loss)})
+        self.evals.append({"step": step, "loss": arguments.real("eval", "loss", loss)})
 
     def _observe_mode(self) -> None:
         """Mark the open step if a module of the watched model is not in training mode (T21)."""

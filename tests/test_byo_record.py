@@ -212,7 +212,7 @@ def test_a_failed_write_leaves_the_previous_record_byte_identical(
     def full_disk(*_a, **_k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("runrecord.rundir.write_final_checkpoint", full_disk)
+    monkeypatch.setattr("runrecord.record_folder.write_final_checkpoint", full_disk)
     model = tiny()
     rec = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=run)
     train(rec, model)

@@ -71,7 +71,7 @@ def test_no_module_imports_its_way_back_to_itself() -> None:
 def test_the_circle_check_catches_a_circle() -> None:
     """Negative control: registry/index.py and store.py as they were (store imported index inside a
     method, index imported store at the top), and a longer loop; a package importing its own
-    submodule (`from runrecord import checks`) is no circle."""
+    submodule (`from runrecord import arguments`) is no circle."""
     old = {
         "registry": "",
         "registry.index": "from registry.store import VERSION_FILE, load_sealed, seal\n",
@@ -80,8 +80,8 @@ def test_the_circle_check_catches_a_circle() -> None:
         "b": "from c import x\n",
         "c": "def f():\n    import a\n",
         "runrecord": "from runrecord.recorder import RunRecorder\n",
-        "runrecord.recorder": "from runrecord import checks\n",
-        "runrecord.checks": "",
+        "runrecord.recorder": "from runrecord import arguments\n",
+        "runrecord.arguments": "",
     }
     assert circles(module_graph(old)) == [["a", "b", "c"], ["registry.index", "registry.store"]]
 

@@ -28,6 +28,7 @@ from gates.campaigns import mutate
 from gates.campaigns.mutants import Catalogue, Mutant
 from gates.campaigns.mutants import load as mutants_load
 from gates.judges import catalogue as gate_catalogue
+from params.config import narrow_scope
 
 ALL_GATES = [g.id for g in gate_catalogue.GATES]
 
@@ -208,11 +209,11 @@ def test_drop_stages_narrows_the_declared_scope_of_params(tmp_path: Path) -> Non
     mutate.drop_stages(tmp_path, ["scaling", "train"])
     text = (tmp_path / "params.yaml").read_text()
     assert text == PARAMS_SCOPED.replace("[corpus, train@proc, scaling, pilot, 7]", "[corpus, pilot, 7]")
-    mutate.narrow_scope(tmp_path / "params.yaml", ["pilot", "7"])
+    narrow_scope(tmp_path / "params.yaml", ["pilot", "7"])
     assert "stages: [corpus]\n" in (tmp_path / "params.yaml").read_text()
     before = (tmp_path / "params.yaml").stat().st_mtime_ns
-    mutate.narrow_scope(tmp_path / "params.yaml", ["scaling"])  # nothing of it declared
-    mutate.narrow_scope(tmp_path / "params.yaml", [])
+    narrow_scope(tmp_path / "params.yaml", ["scaling"])  # nothing of it declared
+    narrow_scope(tmp_path / "params.yaml", [])
     assert (tmp_path / "params.yaml").stat().st_mtime_ns == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.yaml", "params.yaml"]  # written atomically
 
@@ -220,9 +221,9 @@ def test_drop_stages_narrows_the_declared_scope_of_params(tmp_path: Path) -> Non
 def test_narrow_scope_leaves_a_params_file_without_a_scope_alone(tmp_path: Path) -> None:
     for text in ("model: {d: 1}\n", "gates: {perf: 1}\n", "gates:\n  scope: {other: 1}\n", ""):
         (tmp_path / "params.yaml").write_text(text)
-        mutate.narrow_scope(tmp_path / "params.yaml", ["scaling"])
+        narrow_scope(tmp_path / "params.yaml", ["scaling"])
         assert (tmp_path / "params.yaml").read_text() == text
-    mutate.narrow_scope(tmp_path / "absent.yaml", ["scaling"])
+    narrow_scope(tmp_path / "absent.yaml", ["scaling"])
     assert not (tmp_path / "absent.yaml").exists()
 
 

@@ -47,6 +47,7 @@ from gates.campaigns import children
 from gates.campaigns.mutants import Catalogue, Mutant, apply, mutated_text
 from gates.judges import catalogue as gate_catalogue
 from gates.reading.dvcyaml import DvcYamlError, pipeline_stages
+from params.config import narrow_scope
 
 REPORT_FORMAT = "xtrain-mutation/2"  # 2: score_gates, killed_by_gates, stage_only
 RUNS = ("single", "thread", "proc")
@@ -171,30 +172,7 @@ def drop_stages(tree: Path, skip: list[str]) -> None:
         buf = io.StringIO()
         ry.dump(doc, buf)
         atomic_write_text(path, buf.getvalue())
-    narrow_scope(tree / "params.yaml", skip)
-
-
-def narrow_scope(params: Path, skip: list[str]) -> None:
-    """params.yaml's `gates.scope.stages` without the skipped stages: the scratch pipeline declares the
-    narrower scope it was given (the scratch tree has no commit, so nothing restores the full one)."""
-    from ruamel.yaml import YAML
-
-    if not skip or not params.exists():
-        return
-    ry = YAML()
-    doc = ry.load(params.read_text(encoding="utf-8"))
-    scope = ((doc or {}).get("gates") or {}).get("scope") or {}
-    declared = scope.get("stages")
-    if declared is None:
-        return
-    dropped = [i for i, st in enumerate(declared) if str(st).split("@")[0] in skip]
-    if not dropped:
-        return
-    for i in reversed(dropped):  # in place: the list keeps its style and comments
-        del declared[i]
-    buf = io.StringIO()
-    ry.dump(doc, buf)
-    atomic_write_text(params, buf.getvalue())
+    narrow_scope(tree / "params.yaml", skip)  # params.yaml: read and written by params/ only
 
 
 def stages(tree: Path, skip: list[str]) -> list[str]:

@@ -22,7 +22,7 @@ from torch import nn
 from contracts import lockfile, outputs
 from contracts.errors import FileWriteError
 from contracts.fileio import atomic_write_bytes, atomic_write_text, naming_the_file
-from runrecord.checks import RunRecordError
+from runrecord.arguments import RunRecordError
 from xtrain.core.checkpoint import model_tensors
 from xtrain.core.train import write_metrics
 
