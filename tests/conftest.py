@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,14 @@ import pytest
 import hypothesis_profiles  # noqa: F401 (sample sizes load before any test: the header names the profile)
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The tiers (docs/house.md, "Where a new test goes"): what a test starts decides its folder, and the
+# folder gives it its marker (`pytest -m unit`, `ci/test.sh --quick`). A test module may import
+# another's helpers across folders (`from test_judge_training import record`): every tier folder is
+# on sys.path, as tests/ itself is (pytest's prepend import mode puts each collected file's own folder).
+TIERS = ("unit", "process", "pipeline", "gpu")
+TESTS = Path(__file__).resolve().parent
+sys.path[1:1] = [str(TESTS / tier) for tier in TIERS if str(TESTS / tier) not in sys.path]
 
 # Working files a test must not read unless it tests them: the GPU nightly switches params.yaml to
 # the gpu profile and its worlds, and `dvc repro` rewrites dvc.lock, in the very checkout it tests.
@@ -81,11 +90,20 @@ def pytest_report_header() -> str:
     return f"params.yaml for the tests: {where} ({'same as' if same else 'differs from'} the working file)"
 
 
+def tier_of(path: Path) -> str | None:
+    """The tier folder under tests/ that holds `path` (None: a file outside the four)."""
+    path = Path(path).resolve()
+    return path.parent.name if path.parent.parent == TESTS and path.parent.name in TIERS else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The gate tree is built once per xdist worker (~50-70 s): a test that uses it outside the `tree`
-    group makes a second worker build it, and in the serial DDP chain (the suite's and the nightly's
-    long pole) it would cost the chain that time."""
+    """Each test gets its folder's tier marker. The gate tree is built once per xdist worker (~50-70 s):
+    a test that uses it outside the `tree` group makes a second worker build it, and in the serial DDP
+    chain (the suite's and the nightly's long pole) it would cost the chain that time."""
     for item in items:
+        tier = tier_of(item.path)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
         if builds_tree_elsewhere(item):
             raise pytest.UsageError(
                 f"{item.nodeid}: uses gate_tree outside the xdist group `tree`: mark it tree"

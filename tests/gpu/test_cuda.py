@@ -3,7 +3,7 @@
 World = the GPUs present, capped at 2, so a one-GPU runner still drives the NCCL code paths
 (torch.cuda.nccl for threads, a NCCL process group for torchrun) at world 1; NCCL_DEBUG=INFO output
 proves NCCL ran. Cross-rank agreement needs a second rank: those tests need 2 GPUs. The runs are
-shared with tests/test_ddp_gate_cuda.py (tests/cuda_runs.py).
+shared with tests/gpu/test_ddp_gate_cuda.py (tests/cuda_runs.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The DDP-equivalence gate on CUDA (skipped without 2 GPUs): the negative controls of
-tests/test_ddp_gate.py with NCCL, bf16 autocast and the cuda tier of params.yaml.
+tests/process/test_ddp_gate.py with NCCL, bf16 autocast and the cuda tier of params.yaml.
 
 Correct DDP must pass at every world the host has (2, 4, 8), through both launchers; each real DDP
 bug (summed gradients, a shared shard, an unsynchronised dropout seed) must fail it through the
@@ -7,7 +7,7 @@ thread launcher, and the gradient bug, the one that lives in the communicator, t
 (sampler and dropout seeds are launcher-independent code; the CPU suite runs all three through
 torchrun, and each torchrun start costs the nightly ~15 s). The messages are printed (`pytest -s`): they carry the measured step-0 and prefix
 differences that calibrate the cuda tier (docs/ddp-gate.md). Runs are shared with
-tests/test_cuda.py (tests/cuda_runs.py).
+tests/gpu/test_cuda.py (tests/cuda_runs.py).
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def test_a_deleted_artifact_of_a_stage_that_ran_is_exit_2(work: Path) -> None:
 
 def test_a_stage_not_in_the_pipeline_is_skip_not_pass(work: Path) -> None:
     """Skip only where the pipeline has no such stage: dvc.yaml does not define it, dvc.lock does not
-    record it (a stage dvc.yaml defines but dvc.lock lacks is a partial dvc.lock: tests/test_seals.py)."""
+    record it (a stage dvc.yaml defines but dvc.lock lacks is a partial dvc.lock: tests/pipeline/test_seals.py)."""
     for name in ("dvc.yaml", "dvc.lock"):
         data = yaml.safe_load((work / name).read_text())
         del data["stages"]["scaling"]

@@ -1,6 +1,6 @@
 """`gates check --html`: a picture per gate, failing gates first, deterministic, rendered by a real browser.
 
-Uses the real artifact tree of tests/test_gates.py (tiny config, built by the real code) and breaks one
+Uses the real artifact tree of tests/pipeline/test_gates.py (tiny config, built by the real code) and breaks one
 thing per test, as those tests do. The browser test needs Debian's chromium (`apt-get install chromium`)
 and skips with that reason without it.
 """

@@ -55,8 +55,8 @@ def test_an_untested_judge_function_fails_the_step_and_a_tested_one_passes(tmp_p
     assert baseline.returncode == 0, baseline.stderr  # the copy's own functions: only the planted ones change
     with (root / "gates" / "tolerance.py").open("a") as f:
         f.write(PROBE)
-    (root / "tests" / "test_judge_probe.py").write_text(PROBE_TEST)
-    proc = changed(root, "tests/test_judge_tolerance.py", "tests/test_judge_probe.py")
+    (root / "tests" / "unit" / "test_judge_probe.py").write_text(PROBE_TEST)
+    proc = changed(root, "tests/unit/test_judge_tolerance.py", "tests/unit/test_judge_probe.py")
     assert proc.returncode == 1, proc.stdout[-8000:] + proc.stderr[-2000:]
     assert "2 changed functions, 2 with mutants" in proc.stdout
     assert "2/4 mutants caught, 2 not: gates.tolerance.x__judge_mutation_untested__mutmut_1, " in proc.stdout

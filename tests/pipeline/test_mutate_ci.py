@@ -33,7 +33,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     root = scratch_repo(work / "checkout")
     # without the pilot stage: no CI mutant expects a pilot gate (the campaign refuses one that does),
     # and its cells were a quarter of this test's CPU (docs/performance.md); the pilot gates' own
-    # power is tested by tests/test_pilot_gate.py and measured by the whole-catalogue campaign
+    # power is tested by tests/process/test_pilot_gate.py and measured by the whole-catalogue campaign
     cmd = [sys.executable, "-m", "gates", "--root", str(root), "mutate", "--subset", "ci", "--profile", "cpu",
            "--jobs", "1", "--skip-stage", "pilot", "--work", str(work / "w"), "--json", str(report)]  # fmt: skip
     env = {**code_first(root), "DVC_NO_ANALYTICS": "1"}

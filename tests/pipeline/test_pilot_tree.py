@@ -1,6 +1,6 @@
 """The pilot gate's verdicts on the gate tree's pilot (tests/gate_tree.py: every CPU cell through
 single, thread and torchrun, run once for the session). These tests start no ranks: they judge, so
-they are in the `tree` group, not the serial DDP chain (tests/test_pilot_gate.py runs the stage).
+they are in the `tree` group, not the serial DDP chain (tests/process/test_pilot_gate.py runs the stage).
 """
 
 from __future__ import annotations

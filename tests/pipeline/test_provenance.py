@@ -86,7 +86,7 @@ def test_train_single_outs_must_stay_uncached(tmp_path: Path) -> None:
 
 
 def test_the_repository_dvc_yaml_keeps_train_single_uncached() -> None:
-    assert uncached_problems(Path(__file__).resolve().parents[1]) == []
+    assert uncached_problems(Path(__file__).resolve().parents[2]) == []
 
 
 def test_reuse_text_names_every_stage_by_what_was_done() -> None:

@@ -2,7 +2,7 @@
 
 Each case edits the tree the way a hostile review did (an artifact, a registry file, dvc.lock)
 and names the gate that must refuse it, the status it must get and a piece of its message.
-The untampered tree passes every gate (tests/test_gates.py and test_the_locked_tree_passes),
+The untampered tree passes every gate (tests/pipeline/test_gates.py and test_the_locked_tree_passes),
 so each non-pass below is caused by its tamper.
 """
 

@@ -90,8 +90,8 @@ def users(name: str, tests: dict[str, set[str]]) -> list[str]:
 
 def sources_of_tests() -> dict[str, str]:
     """The test modules, this one excepted (it parses bug names; it injects none)."""
-    paths = sorted(p for p in (REPO / "tests").glob("test_*.py") if p.name != Path(__file__).name)
-    return {f"tests/{p.name}": p.read_text() for p in paths}
+    paths = sorted(p for p in (REPO / "tests").glob("*/test_*.py") if p.name != Path(__file__).name)
+    return {p.relative_to(REPO).as_posix(): p.read_text() for p in paths}
 
 
 def test_every_former_fault_bug_is_a_mutant_and_a_patch_some_test_injects() -> None:
@@ -115,13 +115,13 @@ def test_the_mapping_check_catches_a_bug_without_a_mutant_or_a_test() -> None:
         "grad_sum: mutant 'no-such-mutant' is not in gates/campaigns/mutants.yaml",
     ]
     fake = {
-        "tests/test_x.py": 'BUGS = [("grad_sum@*:0", "first step")]\n\n'
+        "tests/unit/test_x.py": 'BUGS = [("grad_sum@*:0", "first step")]\n\n'
         "@pytest.mark.parametrize('bug', BUGS)\ndef test_a(bug): ...\n\n"
         "def test_b():\n    run('same_shard@3:7')\n\ndef helper():\n    run('ddp_eval@*:0')\n"
     }
     tests = strings_of_tests(fake)
-    assert users("grad_sum", tests) == ["tests/test_x.py::test_a"]
-    assert users("same_shard", tests) == ["tests/test_x.py::test_b"]
+    assert users("grad_sum", tests) == ["tests/unit/test_x.py::test_a"]
+    assert users("same_shard", tests) == ["tests/unit/test_x.py::test_b"]
     assert users("ddp_eval", tests) == []  # a helper that no test calls is not a negative control
 
 

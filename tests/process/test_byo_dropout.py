@@ -28,7 +28,7 @@ from registry.store import Registry
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
-SCRIPT = Path(__file__).parent / "byo_user_loop.py"
+SCRIPT = Path(__file__).parents[1] / "byo_user_loop.py"
 LOSS_MATCH = {"max_rel": 1e-3, "cpu": {"first_step_rtol": 1e-5, "prefix_steps": 64, "final_val_atol": 0.01}}
 FRESH = {"unblessed": "fail", "approx": {"cpu": {"loss_rtol": 1e-4, "max_steps_out": 2, "eval_rtol": 1e-4}}}
 CROSS_RANK_MAX = 1e-6

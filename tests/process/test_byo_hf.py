@@ -21,7 +21,7 @@ from gates.judges.training import with_train_mode
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
-SCRIPT = Path(__file__).parent / "byo_user_trainer.py"
+SCRIPT = Path(__file__).parents[1] / "byo_user_trainer.py"
 LOSS_MATCH = {"max_rel": 1e-3, "cpu": {"first_step_rtol": 1e-5, "prefix_steps": 64, "final_val_atol": 0.01}}
 
 

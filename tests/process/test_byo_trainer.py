@@ -90,7 +90,7 @@ def hf_proc(tiny_data: TinyData, tmp_path_factory) -> dict[str, dict]:
     runs = [script_args(tiny_data, root / name, *extra) for name, extra in HF_PROC.items()]
     (root / "runs.json").write_text(json.dumps(runs))
     start = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    started([*start, str(Path(__file__).parent / "byo_example_runs.py"), str(root / "runs.json")], root)
+    started([*start, str(Path(__file__).parents[1] / "byo_example_runs.py"), str(root / "runs.json")], root)
     return {name: recorded(root / name) for name in HF_PROC}
 
 

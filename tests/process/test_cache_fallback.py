@@ -1,4 +1,4 @@
-"""Caches other than the ONNX graph's (tests/test_onnx_graph_cache.py) follow the same rule: an entry is
+"""Caches other than the ONNX graph's (tests/process/test_onnx_graph_cache.py) follow the same rule: an entry is
 used only when verified, a wrong one is replaced and said so, an unwritable cache is one warning line
 and the stage runs without it (ccache's and pip's rule; issue 51 item 3).
 

@@ -140,8 +140,8 @@ def test_tokenizer_stage_writes_tokens(tmp_path: Path) -> None:
 
 def test_token_files_are_the_bytes_safetensors_torch_writes(tmp_path: Path) -> None:
     """save_tokens writes with safetensors.numpy so the stage skips torch's import (its check is
-    tests/test_house_imports.py); the file must stay the bytes safetensors.torch writes (it is in
-    dvc.lock and the run cache), and a torch tensor written back (tests/test_inputs_bounded.py)
+    tests/process/test_house_imports.py); the file must stay the bytes safetensors.torch writes (it is in
+    dvc.lock and the run cache), and a torch tensor written back (tests/process/test_inputs_bounded.py)
     keeps its dtype."""
     import torch
     from safetensors.torch import save

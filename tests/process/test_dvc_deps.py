@@ -12,7 +12,7 @@ them would not re-run when that file changes, and the gates would judge the old 
 stage depending on a project source file it never imports re-runs for nothing. A folder dep covers
 its files. The computation is gates/reading/scope.py's, the one `gates check` holds a declared stage to
 (params.yaml gates.scope.stages): one implementation.
-Re-run after adding modules: `python3 -m pytest tests/test_dvc_deps.py`.
+Re-run after adding modules: `python3 -m pytest tests/process/test_dvc_deps.py`.
 """
 
 from __future__ import annotations

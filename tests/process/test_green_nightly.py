@@ -33,16 +33,16 @@ SWITCH = ["profile=gpu", "launchers.thread.world=4", "launchers.proc.world=4"]  
 # The params-reading part of the suite that runs in seconds: loaders, the thread launcher's spec,
 # the gate CLI, the config command, the tree's params (tests/gate_tree.py), tokenizer stage.
 SUBSET = [
-    "tests/test_thread_pools.py",
-    "tests/test_params.py",
-    "tests/test_world_route.py",
-    "tests/test_gates.py::test_list_and_explain",
-    "tests/test_hostile_input.py::test_a_shell_command_as_world_in_the_params_file_is_refused_before_anything_runs",
-    "tests/test_hostile_input.py::test_the_traceback_is_there_with_xtrain_debug",
-    "tests/test_corpus_tokenizer.py::test_tokenizer_stage_writes_tokens",
-    "tests/test_green_nightly.py::test_the_tree_and_scratch_copies_get_the_committed_params",
+    "tests/process/test_thread_pools.py",
+    "tests/process/test_params.py",
+    "tests/process/test_world_route.py",
+    "tests/pipeline/test_gates.py::test_list_and_explain",
+    "tests/process/test_hostile_input.py::test_a_shell_command_as_world_in_the_params_file_is_refused_before_anything_runs",
+    "tests/process/test_hostile_input.py::test_the_traceback_is_there_with_xtrain_debug",
+    "tests/process/test_corpus_tokenizer.py::test_tokenizer_stage_writes_tokens",
+    "tests/process/test_green_nightly.py::test_the_tree_and_scratch_copies_get_the_committed_params",
 ]
-RANK_SHARES = "tests/test_thread_pools.py::test_each_rank_thread_gets_its_share"
+RANK_SHARES = "tests/process/test_thread_pools.py::test_each_rank_thread_gets_its_share"
 
 
 def git(root: Path, *args: str) -> None:

@@ -1,6 +1,6 @@
 """examples/hf-trainer as a DVC project of its own (issue #25): the cheap, torch-free parts.
 
-The runs themselves are judged in tests/test_byo_trainer.py; here: the example's params.yaml is its
+The runs themselves are judged in tests/process/test_byo_trainer.py; here: the example's params.yaml is its
 own (no section of our schema that it does not use), the gates and our data stages accept it, the
 run record's config carries the shape the gates check, the example refuses a knob it cannot honour,
 its dvc.yaml deps are its commands' import closures, and the gates read the dvc.lock of the project
@@ -106,7 +106,7 @@ def test_our_data_stages_read_only_their_sections_of_a_project_file(tmp_path: Pa
 def test_the_example_dvc_yaml_deps_are_its_commands_import_closures() -> None:
     """The example declares its stages (params.yaml gates.scope) and each declares every file its command
     imports: our corpus and tokenizer stages (../../), train.py through runrecord, hfconfig.py through
-    contracts (gates/reading/scope.py, the computation tests/test_dvc_deps.py holds our dvc.yaml to)."""
+    contracts (gates/reading/scope.py, the computation tests/process/test_dvc_deps.py holds our dvc.yaml to)."""
     from gates.reading.dvcyaml import pipeline_stages
     from gates.reading.scope import Sources, declared_stages, scope_problems
 

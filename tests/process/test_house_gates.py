@@ -1,4 +1,4 @@
-"""House rules of issue #26 item 3 (beside tests/test_house.py, whose helpers they reuse): a gate is one unit.
+"""House rules of issue #26 item 3 (beside tests/process/test_house.py, whose helpers they reuse): a gate is one unit.
 
 - no module in gates/ imports a private name (`_x`) of another project module, nor reads one as an
   attribute of an imported module (`export_md5._registry`): a picture uses its gate's public functions;

@@ -96,7 +96,7 @@ def test_registry_imports_no_xtrain() -> None:
 
 def test_the_registry_check_catches_an_xtrain_import() -> None:
     """Negative control: registry/__main__.py's old import (the fresh-interpreter probe's own control,
-    xtrain seen where a module pulls it in, is tests/test_house.py's)."""
+    xtrain seen where a module pulls it in, is tests/process/test_house.py's)."""
     old = ast.parse("from xtrain.core.checkpoint_dir import resolve_checkpoint\n")
     assert project_imports(old) - MAY_IMPORT["registry"] == {"xtrain"}
 

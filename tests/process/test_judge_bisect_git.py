@@ -2,7 +2,7 @@
 repository: the commit range, a commit's worktree and cached verdict, GOOD's registry put under a
 commit's artifacts, and the whole bisect's decisions and text with scripted verdicts. DVC and
 `gates check` are replaced by recording fakes (what bisect asks them is asserted); no pipeline runs.
-The pure parts: tests/test_judge_bisect_unit.py; the real end-to-end bisect: tests/test_bisect.py.
+The pure parts: tests/process/test_judge_bisect_unit.py; the real end-to-end bisect: tests/pipeline/test_bisect.py.
 """
 
 from __future__ import annotations

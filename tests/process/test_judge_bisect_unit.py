@@ -1,7 +1,7 @@
 """gates/campaigns/bisect.py, its pure parts in-process (docs/judge-mutation.md): the verdict cache's
 shape, a commit's config identity and golden, the judge's fingerprint and cache key, the gate report
 read into a verdict (the `gates check` subprocess replaced by a fake that writes the report), and the
-binary search over a scripted history. The git parts: tests/test_judge_bisect_git.py.
+binary search over a scripted history. The git parts: tests/process/test_judge_bisect_git.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A campaign's children (`gates mutate`, `gates bisect`) run in process groups of their own; a signal
 to the campaign is passed to them all, a process in another session and one started while dying
 included, and whatever is left after the grace period is killed; the campaign then raises
-Interrupted (one line, exit 128+signal). tests/test_writers.py sends a real SIGINT to the real
+Interrupted (one line, exit 128+signal). tests/process/test_writers.py sends a real SIGINT to the real
 commands; here each part is held exactly.
 """
 

@@ -210,7 +210,7 @@ PAGE = "<!DOCTYPE html>\n<html lang='en'>a page</html>\n"  # what the HTML kind 
 
 def test_check_writes_every_format_under_root(root: Path, monkeypatch, capsys) -> None:
     """--junit, --markdown, --html: each the renderer's text for this report (the page's renderer,
-    matplotlib, is tests/test_html_report.py's: replaced by a recorder), twice: over its own output."""
+    matplotlib, is tests/pipeline/test_html_report.py's: replaced by a recorder), twice: over its own output."""
     from gates import reporting
     from gates.reporting import ci_report
 
@@ -402,7 +402,7 @@ def test_explain_an_unknown_gate_is_one_line(capsys) -> None:
 
 
 def test_init_writes_where_asked_and_says_what_next(monkeypatch, capsys) -> None:
-    """scaffold.init (git init, dvc init: seconds) is tests/test_scaffold.py's; here, what init_cmd passes and prints."""
+    """scaffold.init (git init, dvc init: seconds) is tests/pipeline/test_scaffold.py's; here, what init_cmd passes and prints."""
     seen = []
     monkeypatch.setattr(scaffold, "init", lambda folder: seen.append(folder) or ["wrote a", "git init"])
     assert run(capsys, "init", "some/where") == (

@@ -671,7 +671,7 @@ def test_run_campaign_checks_every_anchor_before_building(tmp_path: Path) -> Non
     assert not (tmp_path / "work").exists()
 
 
-# ---- the campaign's steps, with the process runner replaced (tests/test_mutate_ci.py runs the real ones) --
+# ---- the campaign's steps, with the process runner replaced (tests/pipeline/test_mutate_ci.py runs the real ones) --
 
 
 class Runner:

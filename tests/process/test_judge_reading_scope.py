@@ -1,6 +1,6 @@
 """gates/reading/scope.py under mutation (docs/judge-mutation.md): the required scope, in-process.
 
-What a command runs, what each file imports (every form tests/test_dvc_deps.py names, and its negative
+What a command runs, what each file imports (every form tests/process/test_dvc_deps.py names, and its negative
 controls: a string that names a package imports nothing), which files count (the project's own; the
 harness's where the project lives inside it), the closure, and the verdict on dvc.yaml: an empty
 pipeline, a declared stage it lacks, a dep its command imports that it does not declare. On small
@@ -66,7 +66,7 @@ def test_every_form_of_an_import_and_an_explicit_module_run_counts() -> None:
 
 
 def test_a_string_that_names_a_package_imports_nothing() -> None:
-    """The negative controls of tests/test_dvc_deps.py: only real imports and explicit runs count."""
+    """The negative controls of tests/process/test_dvc_deps.py: only real imports and explicit runs count."""
     assert names('x = "gates"\nprint("xtrain.core.model", "-m")\nf("-m", "x.y")\n') == set()
     assert names('["-m", 3, "-m"]\n[x, "-m"]\n') == set()
     assert names('import_module(name)\ntorchrun_cmd("a.b")\nrun_module()\nimport_module(3)\n') == set()

@@ -2,7 +2,7 @@
 `python -m gates init` subprocesses, so no mutant of them had a test).
 
 `_run` and `git_state` run real commands (git, the Python interpreter: milliseconds); `init` gets a
-recording `_run`, since `dvc init` costs ~1.5 s and tests/test_scaffold.py runs the real one.
+recording `_run`, since `dvc init` costs ~1.5 s and tests/pipeline/test_scaffold.py runs the real one.
 """
 
 from __future__ import annotations

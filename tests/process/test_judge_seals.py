@@ -2,8 +2,8 @@
 
 Which stages are in scope (and the stages upstream of them), what dvc.lock lacks, which paths are
 sealed (outs and folder deps), the stale verdict (what gates/reading/dvcstatus.py finds, checked after the
-outs; its own rules: tests/test_judge_dvcstatus.py), and each difference's one line, on dvc.lock
-entries written by hand over small files (tests/test_seals.py does it with real DVC).
+outs; its own rules: tests/unit/test_judge_dvcstatus.py), and each difference's one line, on dvc.lock
+entries written by hand over small files (tests/pipeline/test_seals.py does it with real DVC).
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def test_a_rank_that_fails_speaks_for_itself(marker: str, capfd: pytest.CaptureF
 
 
 def test_an_agent_failing_after_every_rank_succeeded_is_named(marker: str) -> None:
-    """Found by tests/test_proctree_property.py (SIGINT to torchrun's agent as its ranks finished: exit
+    """Found by tests/process/test_proctree_property.py (SIGINT to torchrun's agent as its ranks finished: exit
     1 and no line): the ranks' success reports are not a failing rank that said why."""
     with pytest.raises(
         proctree.TreeFailed,

@@ -193,7 +193,7 @@ def test_a_malformed_lock_entry_is_one_line_and_exit_2(
     assert err.startswith("error: ") and "expected a list, in stages -> use -> deps" in err, err
 
 
-# -- the real pipeline's scope, in-process (tests/test_dvc_deps.py holds dvc.yaml to it in full) ----------
+# -- the real pipeline's scope, in-process (tests/process/test_dvc_deps.py holds dvc.yaml to it in full) ----------
 
 
 def test_our_pipeline_declares_every_stage_and_dvc_yaml_has_every_dep() -> None:

@@ -3,7 +3,7 @@
 Real processes at once, real signals, real files: `python -m pipeline.config set` twice at once
 keeps both values; the negative controls re-plant the old behaviour (no lock) in the same harness
 and see the value lost. The in-process tests of the same code are the judge's unit tests
-(tests/test_judge_contracts_lockfile.py, test_judge_params_config_writers.py, ...).
+(tests/process/test_judge_contracts_lockfile.py, test_judge_params_config_writers.py, ...).
 """
 
 from __future__ import annotations

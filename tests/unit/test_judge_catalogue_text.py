@@ -16,7 +16,7 @@ from conftest import PARAMS
 from gates.judges.catalogue import GATES
 from params.config import load_params
 
-SNAPSHOT = Path(__file__).with_name("judge_catalogue.txt")
+SNAPSHOT = Path(__file__).parents[1] / "judge_catalogue.txt"
 
 
 def catalogue_text() -> str:

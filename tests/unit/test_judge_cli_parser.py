@@ -5,7 +5,7 @@ compared with the description committed beside the tests, one file per command i
 tests/judge_cli_parser/ (readable: one option a paragraph). After a deliberate change, regenerate
 them and review the diff:
 
-    JUDGE_CLI_REGENERATE=1 python3 -m pytest -q -p no:cacheprovider tests/test_judge_cli_parser.py
+    JUDGE_CLI_REGENERATE=1 python3 -m pytest -q -p no:cacheprovider tests/unit/test_judge_cli_parser.py
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from gates import __main__ as cli
 
-EXPECTED = Path(__file__).resolve().parent / "judge_cli_parser"
+EXPECTED = Path(__file__).resolve().parents[1] / "judge_cli_parser"
 COMMANDS = ("check", "list", "docs", "explain", "diff", "bisect", "mutate", "init")
 
 

@@ -1,7 +1,7 @@
 """gates/judges/closed_loop.py under mutation (docs/judge-mutation.md): the verdict recomputed from raw numbers.
 
 judge_check, judge_control and judge_files are pure: hand-made engine checks that differ in one way
-each, and the exact problem line each must give (tests/test_gates.py runs the gate on a real report).
+each, and the exact problem line each must give (tests/pipeline/test_gates.py runs the gate on a real report).
 """
 
 from __future__ import annotations

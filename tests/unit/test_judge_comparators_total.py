@@ -998,7 +998,7 @@ def run_digest_property(
 
 
 def consistent_run(tmp: Path, mp: pytest.MonkeyPatch) -> judge_trees.Tree:
-    """runs/single as tests/test_judge_consistency.py writes it: the record read without its schema."""
+    """runs/single as tests/unit/test_judge_consistency.py writes it: the record read without its schema."""
     from test_judge_consistency import metrics, write_run
 
     from contracts import artifact_table
@@ -1017,7 +1017,7 @@ def test_the_consistency_gate_compares_every_digit_of_the_parameter_digest(
 
 # ---- tensors by name and bit pattern: contracts/gguf_check.py (the export_gguf gate) ---------------
 
-GGUF_SHAPES = {  # HF name -> shape (rows, cols), as tests/test_judge_gguf.py
+GGUF_SHAPES = {  # HF name -> shape (rows, cols), as tests/unit/test_judge_gguf.py
     "lm_head.weight": (7, 4),
     "model.embed_tokens.weight": (7, 4),
     "model.layers.0.input_layernorm.weight": (4,),

@@ -2,7 +2,7 @@
 
 summary.json, loss.csv, eval.csv, checkpoints/latest and the final weights' digest against
 metrics.json, on a hand-written run folder (the metrics schema is contracts'; here the records are
-read without it, so each test changes exactly one file). tests/test_seals.py runs the gate on the
+read without it, so each test changes exactly one file). tests/pipeline/test_seals.py runs the gate on the
 real tree.
 """
 

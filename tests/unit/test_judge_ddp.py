@@ -1,6 +1,6 @@
 """gates/judges/ddp.py under mutation (docs/judge-mutation.md): the DDP equivalence checks as pure functions.
 
-loss_match and launcher_parity judge two metrics dicts; the gate tree (tests/test_gates.py) runs them
+loss_match and launcher_parity judge two metrics dicts; the gate tree (tests/pipeline/test_gates.py) runs them
 on real runs. Here each check gets hand-made records that differ in exactly one way, and its verdict
 and one-line explanation are pinned: which step, which numbers, which hint.
 """

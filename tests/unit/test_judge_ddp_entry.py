@@ -1,7 +1,7 @@
 """gates/judges/ddp.py under mutation (docs/judge-mutation.md): records of other recorders, which side a
 failure points at, and the gate entries on an artifact tree.
 
-tests/test_judge_ddp.py pins each check on xtrain's own records. Here: records written by another
+tests/unit/test_judge_ddp.py pins each check on xtrain's own records. Here: records written by another
 recorder (runrecord: how its dropout masks were recorded, hints that name the user's side), the
 Next of a failure of the numbers (failure_case: logging, eval set or gradients, told apart by what
 agrees), and loss_match / launcher_parity / their pictures and unit text reading runs/*/metrics.json
@@ -412,7 +412,7 @@ def test_launcher_parity_refuses_or_names_eval_mode(tree: Tree, run: str) -> Non
 
 
 def unit_text(g) -> str:
-    """A gate unit as tests/test_judge_catalogue_text.py renders it, for the pinned params."""
+    """A gate unit as tests/unit/test_judge_catalogue_text.py renders it, for the pinned params."""
     from conftest import PARAMS
     from params.config import load_params
 
@@ -433,7 +433,7 @@ def unit_text(g) -> str:
 @pytest.mark.parametrize("launcher", ["thread", "proc"])
 def test_the_gate_unit_is_the_recorded_text_and_runs_its_launcher(tree: Tree, launcher: str) -> None:
     g = loss_match_gate(launcher)
-    recorded = (Path(__file__).with_name("judge_catalogue.txt")).read_text().split("\n\n")
+    recorded = (Path(__file__).parents[1] / "judge_catalogue.txt").read_text().split("\n\n")
     assert unit_text(g) in recorded
     other = record(launcher, 2)
     other["final_val_loss"] = 2.5

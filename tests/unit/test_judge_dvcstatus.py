@@ -1,9 +1,9 @@
 """gates/reading/dvcstatus.py under mutation (docs/judge-mutation.md): `dvc status` without DVC, in-process.
 
 Which deps, outs, params and commands differ from dvc.lock, each change's state and one line, on
-dvc.lock entries and StageDefs written by hand over small files. tests/test_seals_dvc_status.py holds
+dvc.lock entries and StageDefs written by hand over small files. tests/process/test_seals_dvc_status.py holds
 the same verdicts equal to real `dvc status`; these pin each rule and message so mutmut can attribute
-them (the stale tests of the seals gate lived in tests/test_judge_seals.py before the merge of speed).
+them (the stale tests of the seals gate lived in tests/process/test_judge_seals.py before the merge of speed).
 """
 
 from __future__ import annotations

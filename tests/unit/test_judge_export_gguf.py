@@ -1,7 +1,7 @@
 """gates/judges/export_gguf.py under mutation (docs/judge-mutation.md): both exports' model.gguf read back.
 
 A torch-free tree: exports/fresh and exports/pinned, each a one-layer Qwen3 export with its GGUF
-written by the export's own writer (tests/test_judge_gguf.py builds them), recorded in dvc.lock.
+written by the export's own writer (tests/unit/test_judge_gguf.py builds them), recorded in dvc.lock.
 Each test breaks one export and asserts the exact verdict: which export, which file, which problem.
 """
 

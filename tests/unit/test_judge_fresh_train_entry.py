@@ -3,9 +3,9 @@ through `python -m gates check` subprocesses, so mutation testing saw no test of
 
 A hand-written tree (runs/single/metrics.json, exports/fresh with its manifest, a registry of goldens
 from tests/judge_trees.py) judged by fresh_train() and drawn by fresh_train_picture(); the records are
-read without the metrics schema (as tests/test_judge_consistency.py does), so each test changes one
+read without the metrics schema (as tests/unit/test_judge_consistency.py does), so each test changes one
 thing. The weights comparison, the grad-norm check and the exact tier's messages are judged directly.
-tests/test_judge_fresh_train.py holds the choice of golden and the tiers' bounds.
+tests/unit/test_judge_fresh_train.py holds the choice of golden and the tiers' bounds.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The verdict table, the cards and the page are compared with the exact HTML a reader's browser gets
 (every text escaped), built from small hand-written report entries; the pictures come from a recording
-stand-in for pictures.draw (the drawing is tests/test_judge_pictures_unit.py's; the real tree's page,
-tests/test_html_report.py's), except where the real gate's own refusal is the point.
+stand-in for pictures.draw (the drawing is tests/unit/test_judge_pictures_unit.py's; the real tree's page,
+tests/pipeline/test_html_report.py's), except where the real gate's own refusal is the point.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ baseline_for, throughput, memory and _perf_stages, in-process.
 A small reader holding plain metrics records stands in for the artifact tree (runs that did not run
 raise StageNotRun, as the real reader does); the baseline is a real sealed, indexed registry entry
 (registry.store reads it), built from the committed baseline's provenance. The statistics and the
-per-stage checks are tests/test_judge_perf.py's; the real runs, tests/test_perf_gates.py's.
+per-stage checks are tests/unit/test_judge_perf.py's; the real runs, tests/process/test_perf_gates.py's.
 """
 
 from __future__ import annotations

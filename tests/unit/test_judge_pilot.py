@@ -2,7 +2,7 @@
 
 The bitwise judge (recompute, resume), the differs judge (dropout: masks drawn, an effect), eval at
 step 0, the cuda memory half, the pilot tiers and threshold text, crashes and the failing cell's
-message, on hand-made records (tests/test_pilot_tree.py judges real pilot runs).
+message, on hand-made records (tests/pipeline/test_pilot_tree.py judges real pilot runs).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """gates/judges/pilot.py's entry points under mutation (docs/judge-mutation.md): cell_gate,
 launcher_checks, feature_checks, shape_problems and the gates' definitions, on torch-free trees.
 
-tests/test_judge_pilot.py judges hand-made records with the pure checks; here each run is a
+tests/unit/test_judge_pilot.py judges hand-made records with the pure checks; here each run is a
 metrics.json valid against metrics.schema.json, shaped as params.yaml's pilot cell gives it, with
 runs/pilot/pilot.json beside it, all recorded in dvc.lock under the pilot stage and read through
 Artifacts: the schemas, the stage and params.yaml are the real ones.

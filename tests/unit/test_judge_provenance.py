@@ -2,8 +2,8 @@
 change to the judge comes with unit tests that kill its mutants; `tests/judge_mutation.py --changed`).
 
 The picture reads through the gates' reader (`Artifacts.json`, `lock.in_pipeline`); a small reader
-holding plain records stands in for the artifact tree, whose real form tests/test_provenance.py and
-tests/test_green_pictures.py judge.
+holding plain records stands in for the artifact tree, whose real form tests/pipeline/test_provenance.py and
+tests/pipeline/test_green_pictures.py judge.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ reuse_text and uncached_problems, in-process.
 
 dvc.yaml and reports/repro.json are real files under a temporary root (read by yaml and the repro
 contract); runs/env.json and the runs' metrics.json come from a small reader holding plain records,
-as in tests/test_judge_provenance.py (whose picture tests share the machine facts below).
+as in tests/unit/test_judge_provenance.py (whose picture tests share the machine facts below).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""gates/reading/artifacts.py under mutation (docs/judge-mutation.md): what tests/test_judge_artifacts.py
+"""gates/reading/artifacts.py under mutation (docs/judge-mutation.md): what tests/unit/test_judge_artifacts.py
 leaves open. A gate's view keeps the check's params and scope; an artifact at its own path is hashed
 once per check (the lock's shared md5), any other file is hashed itself; a schema error names the
 file relative to the tree once, keeping the value the user wrote verbatim.

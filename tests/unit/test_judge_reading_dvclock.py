@@ -1,4 +1,4 @@
-"""gates/reading/dvclock.py under mutation (docs/judge-mutation.md): what tests/test_judge_dvclock.py
+"""gates/reading/dvclock.py under mutation (docs/judge-mutation.md): what tests/process/test_judge_dvclock.py
 leaves open. An out whose path ends in a letter DVC strips nothing from still holds its files, and
 DVC's cached `.dir` listing is read up to LISTING_BYTES: one byte more and the folder is named instead of
 its files (a hostile cache cannot make the check read without bound).

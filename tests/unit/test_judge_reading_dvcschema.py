@@ -1,6 +1,6 @@
 """gates/reading/dvcschema.py under mutation (docs/judge-mutation.md): DVC's reason, one line, in-process.
 
-The schema itself is held to dvc.schema's by tests/test_dvc_refusals.py; here the three functions: the
+The schema itself is held to dvc.schema's by tests/unit/test_dvc_refusals.py; here the three functions: the
 foreach-or-plain choice of a stage's schema, DVC's wording of the first error, the one-line refusal.
 """
 

@@ -1,4 +1,4 @@
-"""gates/reading/dvcstatus.py under mutation (docs/judge-mutation.md): what tests/test_judge_dvcstatus.py
+"""gates/reading/dvcstatus.py under mutation (docs/judge-mutation.md): what tests/unit/test_judge_dvcstatus.py
 leaves open. A params file that is not a mapping holds no key (not even "0"); a missing params
 file does not hide the next file's changes; an out's change names its stage.
 """

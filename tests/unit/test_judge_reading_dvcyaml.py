@@ -3,7 +3,7 @@
 Each rule of the reader (the context, selection, the grammar, to_str, DVC's validate_value, foreach
 names, vars merging, the forms it refuses) on small values and files written by hand, with the exact
 stages and one-line errors. The expected values are what DVC 3's own code (dvc.parsing) gives for the
-same input; tests/test_seals_dvc_status.py holds the whole reader equal to real `dvc status`.
+same input; tests/process/test_seals_dvc_status.py holds the whole reader equal to real `dvc status`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 recorded_problems holds a record's own claims against the series it wrote: eval-mode steps inside
 the run (step `steps` and beyond are past it) and no dropout masks fingerprinted where it says none
-were drawn. run_problems gathers every check in order; records are tests/test_judge_training.py's.
+were drawn. run_problems gathers every check in order; records are tests/unit/test_judge_training.py's.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""gates/reading/goldens.py under mutation (docs/judge-mutation.md): what tests/test_judge_fresh_train.py
+"""gates/reading/goldens.py under mutation (docs/judge-mutation.md): what tests/unit/test_judge_fresh_train.py
 leaves open. Step keys are numbers (step 10 comes after step 2), an env_id's device type is the
 part before its first '-', and the run's own environment is skipped, not the end of the search.
 """

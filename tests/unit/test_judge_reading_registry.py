@@ -1,5 +1,5 @@
 """registry/index.py and registry/store.py under mutation (docs/judge-mutation.md): what
-tests/test_judge_registry_index.py and tests/test_judge_store.py leave open. Every data file is
+tests/unit/test_judge_registry_index.py and tests/unit/test_judge_store.py leave open. Every data file is
 listed (however many files a folder skips), a file that is not a version file reads no schema, and
 validate_all counts every model's versions and pin.
 """

@@ -3,7 +3,7 @@
 Every data file listed with its sha256 and every read checked against it: a deleted, extra, altered
 or leftover file is one error naming it (with the file's own error where it has one: a pin md5, a
 seal, a folder name), and every write extends the index atomically.
-(tests/test_inputs_registry_index.py holds the command-line cases.)
+(tests/process/test_inputs_registry_index.py holds the command-line cases.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 bench/scaling.json written by hand (schema-valid): what params.yaml says was measured, whole rounds,
 windows taken in turn, figures recomputed from the faster half of the windows, quiet windows found
 from the raw contention readings, floors and the launcher band on quiet pairs, noise, and each
-verdict's exact message. tests/test_measure_remeasure.py covers the producer (turns, re-measuring).
+verdict's exact message. tests/process/test_measure_remeasure.py covers the producer (turns, re-measuring).
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ def test_the_panel_names_each_missing_world_per_launcher() -> None:
     assert ax.get_legend()._loc == 2  # one panel: right of the plot
 
 
-# -- the verdict's edges (the survivors of tests/test_judge_scaling.py) ---------------------------------
+# -- the verdict's edges (the survivors of tests/unit/test_judge_scaling.py) ---------------------------------
 
 
 def measured_table(windows: dict[str, dict[int, list[float]]], worlds: list[int]) -> dict:

@@ -1,6 +1,6 @@
 """gates/judges/tolerance.py under mutation (docs/judge-mutation.md): each verdict's numbers and its one line.
 
-tests/test_gateunit_tolerance.py holds the properties (within / beyond / non-finite / max_out); these
+tests/unit/test_gateunit_tolerance.py holds the properties (within / beyond / non-finite / max_out); these
 pin what a property leaves loose: the exact line a gate prints, the worst differences it reports,
 and the description of each bound, so a changed word or number in a verdict is seen.
 """

@@ -1,7 +1,7 @@
 """gates/judges/training.py's entry points under mutation (docs/judge-mutation.md): cross_rank, finite
 and the cross_rank gates on real, torch-free artifact trees, and the two pictures (read from the figure).
 
-tests/test_judge_training.py judges hand-made records with the reading replaced; here each run is a
+tests/unit/test_judge_training.py judges hand-made records with the reading replaced; here each run is a
 metrics.json valid against metrics.schema.json, recorded in dvc.lock under its launcher's stage, and
 read through Artifacts: the schema, the stage, NaN refusal and params.yaml are the real ones.
 """

@@ -1,7 +1,7 @@
 """The mutation catalogue (gates/campaigns/mutants.yaml) stays in step with the code; the verdict logic is honest.
 
 No training here: every mutant is applied to a copy of the files it edits and must parse; a stale
-anchor fails loudly; classify/score are checked on hand-made outcomes (tests/test_mutate_ci.py runs
+anchor fails loudly; classify/score are checked on hand-made outcomes (tests/pipeline/test_mutate_ci.py runs
 real campaigns).
 """
 

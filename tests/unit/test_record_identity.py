@@ -4,7 +4,7 @@ A record is held to its own config (config_hash its identity, length and every p
 config.train.steps, evals the steps its config's eval_every implies, world its per-rank lists), and,
 where the judging params.yaml describes runs, to params.yaml too. Property tests over synthetic
 records: a consistent record passes; every way of breaking it is refused naming the file and key.
-The gate-level controls on real runs are in tests/test_record_gates.py.
+The gate-level controls on real runs are in tests/pipeline/test_record_gates.py.
 """
 
 from __future__ import annotations
