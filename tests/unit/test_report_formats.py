@@ -124,7 +124,8 @@ def _skip_tree(tmp_path: Path) -> Path:
 def test_check_writes_junit_and_markdown(tmp_path: Path) -> None:
     root = _skip_tree(tmp_path)
     code = gates_main(["--root", str(root), "check", "--junit", "out/j.xml", "--markdown", "out/g.md"])
-    assert code == 0  # the seals judged the tree (an empty pipeline is their error: tests/process/test_scope.py)
+    # the seals judged the tree (an empty pipeline is their error: tests/process/test_scope.py)
+    assert code == 0
     n = len(json.loads((root / "reports/gates.json").read_text())["gates"])
     suite = next(iter(JUnitXml.fromfile(str(root / "out/j.xml"))))
     assert (suite.tests, suite.skipped, suite.failures) == (n, n - 1, 0)  # the seals pass
