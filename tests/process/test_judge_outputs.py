@@ -1,6 +1,6 @@
 """contracts/outputs.py's recognisers and helpers called in-process (issue #37): the factories that
 build the kinds at import (files_folder, starts_with) had no test of their own, the git question
-`_tracked` and `leftovers` none at all. tests/unit/test_judge_contracts_outputs.py judges `check`'s
+`_tracked` and `leftovers` none at all. tests/process/test_judge_contracts_outputs.py judges `check`'s
 refusals and the staged swap."""
 
 from __future__ import annotations

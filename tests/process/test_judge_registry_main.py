@@ -1,6 +1,6 @@
 """registry/__main__.py under mutation (docs/judge-mutation.md): the CLI's commands, in-process.
 
-tests/unit/test_judge_registry_cli.py holds verify and bless of a version; this file the rest: which
+tests/process/test_judge_registry_cli.py holds verify and bless of a version; this file the rest: which
 folder a command may write into, the golden (its diff, each reason to bless again, the run alone),
 pin, list, the parser's defaults, bless's dispatch and main() over each command, on registries
 built in a tmp folder (tests/judge_trees.py) with hand-written run records. Each asserts the exit
@@ -121,7 +121,7 @@ def test_the_registry_a_golden_goes_to(tmp_path: Path, monkeypatch) -> None:
     assert cli.golden_registry(ns(root=str(tmp_path / "r"))).root == tmp_path / "r"
 
 
-# -- verify (what tests/unit/test_judge_registry_cli.py leaves) ------------------------------------------
+# -- verify (what tests/process/test_judge_registry_cli.py leaves) ------------------------------------------
 
 
 @pytest.fixture()
