@@ -96,6 +96,50 @@ def tier_of(path: Path) -> str | None:
     return path.parent.name if path.parent.parent == TESTS and path.parent.name in TIERS else None
 
 
+# What the AST check of tests/unit/test_house_tiers.py cannot see: a process the code under test starts
+# (git asked about a checkout, a CLI run by a helper). An audit hook watches each unit test's call.
+SPAWN_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.posix_spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.spawn",
+        "pty.spawn",
+    }
+)
+_spawned: list[list[str]] = []  # one list per unit test running (a stack: a test may watch a call itself)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _spawned and event in SPAWN_EVENTS:
+        _spawned[-1].append(f"{event} {str(args[0] if args else '')[:80]}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A unit test that starts a process fails, naming it: the test belongs in tests/process/."""
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    _spawned.append([])
+    try:
+        result = yield
+    finally:
+        seen = _spawned.pop()
+    if seen:
+        raise pytest.fail.Exception(
+            f"a unit test started {len(seen)} process(es) ({'; '.join(seen[:3])}): "
+            "it belongs in tests/process/ (docs/house.md, 'Where a new test goes')",
+            pytrace=False,
+        )
+    return result
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test gets its folder's tier marker. The gate tree is built once per xdist worker (~50-70 s):
     a test that uses it outside the `tree` group makes a second worker build it, and in the serial DDP
