@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTML report's real-browser test (tests/test_html_report.py) renders the page in Debian's
+# The HTML report's real-browser test (tests/pipeline/test_html_report.py) renders the page in Debian's
 # chromium. CI is root on Debian: install it there. Elsewhere (no root, no apt) say so: the test then
 # skips, naming the package. $CHROMIUM points the test at another browser binary.
 set -uo pipefail

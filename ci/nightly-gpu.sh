@@ -122,7 +122,7 @@ step "determinism probe and GPU tests (serial), side by side"
 probe_pid=$!
 gpu_pid=
 if [ "${NIGHTLY_SMOKE:-1}" = 1 ]; then
-  python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/test_cuda.py tests/test_ddp_gate_cuda.py \
+  python3 -m pytest -q -s -p no:cacheprovider --tb=short tests/gpu/test_cuda.py tests/gpu/test_ddp_gate_cuda.py \
     -k "not gloo" > "$ART/gpu-tests.log" 2>&1 &
   gpu_pid=$!
 fi

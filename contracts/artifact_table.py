@@ -26,7 +26,7 @@ class Artifact:
     @property
     def schema(self) -> str:
         """Its file name in contracts/schemas/. Derived, never spelled here: a stage depends on the
-        schemas of the kinds it names in read/write calls (tests/test_dvc_deps.py), not on all of them."""
+        schemas of the kinds it names in read/write calls (tests/process/test_dvc_deps.py), not on all of them."""
         return f"{self.kind}.schema.json"
 
 

@@ -13,7 +13,7 @@ folder goes or a folder where a file goes, a symbolic link, a folder without the
 another kind's, a git repository's root, the working directory or any folder above it, an empty
 file git tracks (an `__init__.py`: a source file, not a placeholder such as $GITHUB_STEP_SUMMARY),
 and a path whose folder leads through a symbolic link out of the repository it is named in.
-A command names each output flag's kind with `output_flag` (tests/test_output_guard.py finds every
+A command names each output flag's kind with `output_flag` (tests/process/test_output_guard.py finds every
 one in the argparse parsers and points it at params.yaml, a source file and an unrelated folder).
 
 Writers stage beside the target (a fresh `.NAME.XXXX.tmp`) and swap in one rename (contracts.fileio).
@@ -297,7 +297,7 @@ def write_file(path: str | Path, data: bytes | str, kind: Kind) -> None:
 
 
 def output_flag(action: Any, kind: Kind) -> Any:
-    """Mark an argparse action as naming an output of `kind` (tests/test_output_guard.py finds them all);
+    """Mark an argparse action as naming an output of `kind` (tests/process/test_output_guard.py finds them all);
     returns the action. Library code never imports argparse: the action is any object."""
     action.xtrain_output = kind
     return action

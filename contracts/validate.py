@@ -29,7 +29,7 @@ def load_schema(name: str) -> dict[str, Any]:
 
     Not checked against the metaschema here: that cost ~0.12 CPU-s per process that loads params.yaml
     (hundreds of stage, rank and gate processes per test run); every shipped schema is checked by
-    tests/test_judge_contracts_validate.py instead."""
+    tests/unit/test_judge_contracts_validate.py instead."""
     text = resources.files("contracts").joinpath("schemas", name).read_text(encoding="utf-8")
     return json.loads(text)
 

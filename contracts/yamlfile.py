@@ -6,7 +6,7 @@ default is YAML 1.1, where `new_tokens: 040` is 32 (DVC: 40), `yes` is true (DVC
 (DIALECT), so the project and DVC read one value; and the strict loader (params.yaml, `--set`, the
 mutation catalogue, a project's own params) refuses the plain forms whose YAML 1.1 reading is
 another value (AMBIGUOUS: octal-looking numbers, base-60 numbers, yes/no/on/off/y/n), so no reader
-of either dialect, nor a person, can take one for something else. tests/test_yaml_dialect.py holds
+of either dialect, nor a person, can take one for something else. tests/process/test_yaml_dialect.py holds
 each loader to ruamel's reading.
 
 Bounded. PyYAML's safe loader expands anchors and aliases: 8 KB of nested aliases ("billion laughs")

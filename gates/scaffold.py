@@ -1,7 +1,7 @@
 """`python -m gates init [FOLDER]`: a project of its own, gated, from an empty folder (issue #34).
 
 Writes the three files of gates/byo_template/ (train.py: a plain PyTorch loop recorded by runrecord,
-the README's snippet, tests/test_scaffold.py holds them equal; dvc.yaml: the stages the gates read, train_single and train@proc under
+the README's snippet, tests/pipeline/test_scaffold.py holds them equal; dvc.yaml: the stages the gates read, train_single and train@proc under
 torchrun; params.yaml: the project's own knobs and `gates:`), then `git init` and `dvc init` where
 the folder is not yet a repository of either. Two more commands reach a verdict:
 

@@ -179,7 +179,7 @@ def missing_outs(lock: Path = Path("dvc.lock")) -> set[str]:
 def uncached_missing(dvc_yaml: Path = Path("dvc.yaml")) -> list[str]:
     """Stages with a `cache: false` out absent here (train_single: fresh_train's run trains here). DVC
     3's `repro --pull` "pulls" such a stage's missing outs, which no remote holds, and skips it (found
-    by tests/test_e2e.py's two-clone test, 2026-12-02). So such a stage's `dvc repro -s` goes without
+    by tests/pipeline/test_e2e.py's two-clone test, 2026-12-02). So such a stage's `dvc repro -s` goes without
     --pull; its upstream is pulled as usual."""
     if not dvc_yaml.is_file():
         return []

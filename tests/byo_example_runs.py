@@ -1,5 +1,5 @@
 """Several runs of the example's transformers.Trainer script (examples/hf-trainer/train.py) in one
-process: one torchrun start for many runs (tests/test_byo_trainer.py), as tests/byo_user_loop.py
+process: one torchrun start for many runs (tests/process/test_byo_trainer.py), as tests/byo_user_loop.py
 does for its loop. Each run is the script's own main() with its own arguments, in turn.
 
     torchrun --standalone --nproc-per-node 2 byo_example_runs.py runs.json

@@ -1,6 +1,6 @@
 """A user's own training script (not the project's examples), recorded with runrecord: a small GPT with
 dropout, SGD with momentum, a LambdaLR warm-up, a hand-rolled gradient all-reduce (or torch DDP), run
-on one device or under torchrun (CPU, gloo). tests/test_byo_dropout.py drives it with the classic DDP
+on one device or under torchrun (CPU, gloo). tests/process/test_byo_dropout.py drives it with the classic DDP
 mistakes planted one at a time (`mistake`) and the controls that must pass.
 
     python byo_user_loop.py --tokens T --vocab-size V --runs runs.json

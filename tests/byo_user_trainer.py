@@ -1,5 +1,5 @@
 """A user's transformers.Trainer script (not the examples): a tiny GPT-2 with dropout 0.1, recorded by
-runrecord's Trainer adapter, on one device or under torchrun (CPU, gloo). tests/test_byo_hf.py drives it.
+runrecord's Trainer adapter, on one device or under torchrun (CPU, gloo). tests/process/test_byo_hf.py drives it.
 
     python byo_user_trainer.py --tokens T --vocab-size V --run-dir runs/single [--attn-pdrop P] [--dropout off]
 """

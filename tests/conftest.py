@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,14 @@ import pytest
 import hypothesis_profiles  # noqa: F401 (sample sizes load before any test: the header names the profile)
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The tiers (docs/house.md, "Where a new test goes"): what a test starts decides its folder, and the
+# folder gives it its marker (`pytest -m unit`, `ci/test.sh --quick`). A test module may import
+# another's helpers across folders (`from test_judge_training import record`): every tier folder is
+# on sys.path, as tests/ itself is (pytest's prepend import mode puts each collected file's own folder).
+TIERS = ("unit", "process", "pipeline", "gpu")
+TESTS = Path(__file__).resolve().parent
+sys.path[1:1] = [str(TESTS / tier) for tier in TIERS if str(TESTS / tier) not in sys.path]
 
 # Working files a test must not read unless it tests them: the GPU nightly switches params.yaml to
 # the gpu profile and its worlds, and `dvc repro` rewrites dvc.lock, in the very checkout it tests.
@@ -81,11 +90,64 @@ def pytest_report_header() -> str:
     return f"params.yaml for the tests: {where} ({'same as' if same else 'differs from'} the working file)"
 
 
+def tier_of(path: Path) -> str | None:
+    """The tier folder under tests/ that holds `path` (None: a file outside the four)."""
+    path = Path(path).resolve()
+    return path.parent.name if path.parent.parent == TESTS and path.parent.name in TIERS else None
+
+
+# What the AST check of tests/unit/test_house_tiers.py cannot see: a process the code under test starts
+# (git asked about a checkout, a CLI run by a helper). An audit hook watches each unit test's call.
+SPAWN_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.posix_spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.spawn",
+        "pty.spawn",
+    }
+)
+_spawned: list[list[str]] = []  # one list per unit test running (a stack: a test may watch a call itself)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _spawned and event in SPAWN_EVENTS:
+        _spawned[-1].append(f"{event} {str(args[0] if args else '')[:80]}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A unit test that starts a process fails, naming it: the test belongs in tests/process/."""
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    _spawned.append([])
+    try:
+        result = yield
+    finally:
+        seen = _spawned.pop()
+    if seen:
+        raise pytest.fail.Exception(
+            f"a unit test started {len(seen)} process(es) ({'; '.join(seen[:3])}): "
+            "it belongs in tests/process/ (docs/house.md, 'Where a new test goes')",
+            pytrace=False,
+        )
+    return result
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The gate tree is built once per xdist worker (~50-70 s): a test that uses it outside the `tree`
-    group makes a second worker build it, and in the serial DDP chain (the suite's and the nightly's
-    long pole) it would cost the chain that time."""
+    """Each test gets its folder's tier marker. The gate tree is built once per xdist worker (~50-70 s):
+    a test that uses it outside the `tree` group makes a second worker build it, and in the serial DDP
+    chain (the suite's and the nightly's long pole) it would cost the chain that time."""
     for item in items:
+        tier = tier_of(item.path)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
         if builds_tree_elsewhere(item):
             raise pytest.UsageError(
                 f"{item.nodeid}: uses gate_tree outside the xdist group `tree`: mark it tree"

@@ -1,5 +1,5 @@
-"""The GPU tests' training runs, each made once per session and shared (tests/test_cuda.py and
-tests/test_ddp_gate_cuda.py): the nightly's GPU smoke step was ~100 s, most of it process starts
+"""The GPU tests' training runs, each made once per session and shared (tests/gpu/test_cuda.py and
+tests/gpu/test_ddp_gate_cuda.py): the nightly's GPU smoke step was ~100 s, most of it process starts
 for runs several tests could read.
 
 Every run trains the tiny config with dropout (so the dropout-mask fingerprints are exercised) in

@@ -35,14 +35,14 @@ from xtrain.core.launch_plan import torchrun_cmd
 from xtrain.export.closed_loop_run import closed_loop
 from xtrain.export.hf_folder import export
 
-# one round: the tree is about the gates; re-measuring is tests/test_measure_remeasure.py
+# one round: the tree is about the gates; re-measuring is tests/process/test_measure_remeasure.py
 SCALING_OVERRIDES = (
     "scaling.warmup_steps=1",
     "scaling.window_steps=2",
     "scaling.windows=2",
     "scaling.max_rounds=1",
 )
-# the pilot's every CPU cell on the tiny config (tests/test_pilot_gate.py breaks them)
+# the pilot's every CPU cell on the tiny config (tests/process/test_pilot_gate.py breaks them)
 PILOT_OVERRIDES = ("pilot.steps=6", "pilot.resume_at=3", "pilot.sets.cpu=[train.cpu_threads=1]")
 
 
@@ -56,7 +56,7 @@ def write_params(root: Path) -> None:
     # tiny model, two-step windows: timing is noise, so the bounds are wide (tests narrow them)
     params["gates"]["scaling"]["cpu"] = {"floors": {"2": 0.05}, "band": 0.95, "max_spread": 100.0}
     # the tree's dvc.yaml stands in for the pipeline (`cmd: true`, the real outs): it declares no scope
-    # (gates/reading/scope.py), whose checks tests/test_scope.py exercises on real commands
+    # (gates/reading/scope.py), whose checks tests/process/test_scope.py exercises on real commands
     params["gates"].pop("scope", None)
     (root / "params.yaml").write_text(yaml.safe_dump(params))
 
@@ -294,7 +294,7 @@ def _entry(root: Path, entry: dict) -> dict:
 
 def seal(root: Path) -> None:
     """Re-seal dvc.lock to the tree as it is now (as `dvc commit -f` would, without DVC's start-up):
-    every out and dep entry gets its current md5 (tests/test_seals.py holds the two equal)."""
+    every out and dep entry gets its current md5 (tests/pipeline/test_seals.py holds the two equal)."""
     lock = yaml.safe_load((root / "dvc.lock").read_text())
     for body in (lock.get("stages") or {}).values():
         for key in ("outs", "deps"):

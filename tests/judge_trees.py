@@ -1,4 +1,4 @@
-"""Small torch-free artifact trees for the judge's unit tests (tests/test_judge_*.py).
+"""Small torch-free artifact trees for the judge's unit tests (tests/*/test_judge_*.py).
 
 The gate tree (tests/gate_tree.py) trains real runs and costs a minute; mutation testing runs a
 test once per mutant, so the judge's own tests build the few files a gate reads by hand: an export

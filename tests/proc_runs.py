@@ -1,5 +1,5 @@
 """Real torchrun runs of the tiny config on CPU (gloo), each made once per session and shared by the
-DDP tests that only read them (tests/test_launchers.py, test_ddp_gate.py, test_launcher_parity.py,
+DDP tests that only read them (tests/process/test_launchers.py, test_ddp_gate.py, test_launcher_parity.py,
 test_cuda.py): a world-2 start costs ~10 CPU s on 2 cores, most of it three processes importing torch.
 
 A run is keyed by what makes it differ (world, --set overrides, bug). A bug is a logic bug of the

@@ -67,7 +67,7 @@ class Chunks(Dataset):
         return item
 
 
-# DDP mistakes users make; the gates must fail each (tests/test_byo_trainer.py).
+# DDP mistakes users make; the gates must fail each (tests/process/test_byo_trainer.py).
 MISTAKES = {
     "eval_first": "trainer.evaluate() before train(): on CPU (transformers 5.24, accelerate 1.15) the model "
     "is then never wrapped in DDP and every rank trains alone",

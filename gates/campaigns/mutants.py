@@ -4,7 +4,7 @@ A mutant is data: a list of edits (file, old snippet, new snippet) and the gates
 it. `old` must occur exactly once in its file; a one-line snippet matches anywhere in a line, a
 multi-line one at any indentation (every line prefixed alike), and its replacement is indented the
 same way. A snippet that no longer matches is an error naming the mutant and the file, so the
-catalogue cannot silently drift from the code (tests/test_mutate_catalogue.py applies every one).
+catalogue cannot silently drift from the code (tests/unit/test_mutate_catalogue.py applies every one).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def stages_of(gates: list[Gate]) -> list[str] | None:
 
 # Stages a gate reads that GATE_STAGES (the stages bisect reruns) does not name: every gate
 # that reads a stage must say which, or a project without that stage gets a row naming a command it
-# cannot run (tests/test_report_rows.py holds it).
+# cannot run (tests/process/test_report_rows.py holds it).
 READS = {"export_gguf": ["export"]}
 
 

@@ -31,7 +31,7 @@ THRESHOLD = "summary, loss.csv, eval.csv and the final checkpoint's digest equal
 
 
 def summary_of(m: dict[str, Any]) -> dict[str, Any]:
-    """xtrain.core.train.summary, recomputed (tests/test_seals_consistency.py holds the two equal)."""
+    """xtrain.core.train.summary, recomputed (tests/pipeline/test_seals.py holds the two equal)."""
     return {
         "world": m["world"],
         "final_train_loss": m["train_loss"][-1],

@@ -10,7 +10,7 @@ stale that `dvc repro` calls up to date: a loop with no exit.
 
 The rules are compiled by pathspec's gitignore patterns as DVC compiles them; DVC's own module imports
 most of DVC (~0.1 s, docs/verdicts.md "Cost"), so its matching is mirrored here, rule by rule, and
-held equal to `dvc status` by tests/test_seals_dvc_status.py.
+held equal to `dvc status` by tests/process/test_seals_dvc_status.py.
 """
 
 from __future__ import annotations

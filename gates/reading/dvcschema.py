@@ -8,7 +8,7 @@ one line, exit 2: a form DVC refuses is never judged as a pipeline DVC would run
 The schema is dvc/schema.py's (DVC 3: STAGE_DEFINITION, FOREACH_IN, MULTI_STAGE_SCHEMA, LOCKFILE_SCHEMA,
 with output.py's and annotations.py's parts), written out here because importing dvc.schema costs
 0.12-0.17 s (it imports dvc.output and dvc.dependency, most of DVC) where voluptuous alone costs ~0.01 s
-(docs/verdicts.md, "Cost"); tests/test_dvc_refusals.py holds the two equal, key by key and validator by
+(docs/verdicts.md, "Cost"); tests/unit/test_dvc_refusals.py holds the two equal, key by key and validator by
 validator.
 """
 

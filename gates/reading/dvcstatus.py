@@ -15,7 +15,7 @@ every stage dvc.yaml defines (gates/reading/dvcyaml.py), with the lock entry mat
 One deliberate difference: a registry data file (registry/index.json) whose md5 moved is not
 stale, because blessing after dvc repro rewrites it by design and the registry checks it by
 content hash on every read; a registry data dep missing from dvc.lock still is.
-tests/test_seals_dvc_status.py holds every stage's verdict equal to real `dvc status` on random
+tests/process/test_seals_dvc_status.py holds every stage's verdict equal to real `dvc status` on random
 thinnings and edits of dvc.lock, params and deps.
 """
 

@@ -17,7 +17,7 @@ than the gates' whole check, and reusing DVC's own code where a form is rare (do
   `str()` (`x@True`); `key` is set only for a mapping.
 What this module does not model (a `matrix` stage, a `wdir`, a `vars` file, a stage's own `vars`) is
 one line naming the stage, never a silent guess: the gates' staleness is held equal to `dvc status`
-(tests/test_seals_dvc_status.py), and a guess could make a stale stage look fresh.
+(tests/process/test_seals_dvc_status.py), and a guess could make a stale stage look fresh.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ and for each of them the deps its command must declare, computed from the code i
   nothing. Harness files count where the project lives inside the harness (this repository and its
   examples/); a project elsewhere (`gates init`) is held to its own files.
 
-tests/test_dvc_deps.py holds dvc.yaml to the same computation (this module: one implementation).
+tests/process/test_dvc_deps.py holds dvc.yaml to the same computation (this module: one implementation).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def cap(prefix: int | None, steps: int) -> int:
 
 def capped(tier: dict[str, Any], steps: int) -> dict[str, Any]:
     """A device tier with its prefix as a run of `steps` steps judges it: min(prefix_steps, steps). The one
-    place the docs read a tolerance key (tests/test_house_gates.py BUILDERS); a tier without a prefix
+    place the docs read a tolerance key (tests/process/test_house_gates.py BUILDERS); a tier without a prefix
     (fresh_train's cpu tier judges every step by itself) is left as it is."""
     if "prefix_steps" not in tier:
         return tier

@@ -1,7 +1,7 @@
 """Re-measure a doubtful measurement: rounds of timed windows until it can be judged or a cap is reached.
 
 Torch-free and pure (the clock and the doubt are injected), so the policy is tested on given
-window values (tests/test_measure_remeasure.py). xtrain/bench/conductor.py takes the rounds: one
+window values (tests/process/test_measure_remeasure.py). xtrain/bench/conductor.py takes the rounds: one
 round is `scaling.windows` windows of every measurement, taken in turn.
 
 pyperf repeats a benchmark over many values and processes and warns when the result looks unstable;

@@ -2,7 +2,7 @@
 
 A worker spends seconds importing torch before any of its code runs. An agent killed in that time
 (the whole tree SIGKILLed, as `dvc repro` may do) left the worker orphaned until its imports ended:
-more than 5 s on a loaded 2-core box (tests/test_failures.py). So the parent death signal is set
+more than 5 s on a loaded 2-core box (tests/process/test_failures.py). So the parent death signal is set
 before those imports, and a worker whose launcher is already gone leaves at once. Torch-free.
 """
 

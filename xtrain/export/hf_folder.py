@@ -133,7 +133,7 @@ def export_tensors(weights: dict[str, np.ndarray], cfg: ModelConfig, dtype: str)
 
 def numpy_dtype(dtype: str) -> np.dtype:
     """The export's dtype in numpy (the export never imports torch): float32, or ml_dtypes' bfloat16, which
-    rounds to nearest even as torch does (the same bytes: tests/test_export.py) and safetensors writes as
+    rounds to nearest even as torch does (the same bytes: tests/process/test_export.py) and safetensors writes as
     BF16. Imported for bf16 only: it costs 1.5 CPU-s here, the fp32 export none."""
     if dtype == "bf16":
         import ml_dtypes

@@ -18,7 +18,7 @@ exporter's ~10 CPU-s are paid once per key, not once per closed loop.
 Not proved: an entry and its record rewritten consistently by hand, as a forger who rewrites dvc.lock
 and the registry seal together (docs/verdicts.md). An entry that is not used is exported afresh and
 replaced, said in one line; a cache that cannot be read or written gives one warning line and the graph
-is exported without it (tests/test_onnx_graph_cache.py).
+is exported without it (tests/process/test_onnx_graph_cache.py).
 """
 
 from __future__ import annotations
