@@ -213,7 +213,7 @@ def test_resolve_refusals(raw: dict) -> None:
     bad = copy.deepcopy(raw)
     bad["profile"] = "nope"
     assert refusal(resolve, bad, "p.yaml") == "p.yaml: profile: 'nope' is not defined (rule: one of cpu, gpu)"
-    for section in ("gates", "seed", "profile", "nosuch", "pilot"):  # pilot: a property without $defs
+    for section in ("gates", "seed", "profile", "profiles", "nosuch", "pilot"):  # none has its own $defs
         bad = copy.deepcopy(raw)
         bad["profiles"]["gpu"][section] = {}
         assert refusal(resolve, bad, "p.yaml") == (
@@ -320,3 +320,26 @@ def test_set_in_file_writes_keeping_comments_and_refuses_a_shadowed_edit(tmp_pat
     assert yaml.safe_load(path.read_text())["profiles"][active]["train"][shadowed] == 2
     set_in_file(path, ["data.path=null"])
     assert "path: null" in path.read_text()
+
+
+def test_resolve_names_its_source_for_every_later_refusal(raw: dict) -> None:
+    """A profile not selected is held to integers too (strict), and the cross-field and threshold rules
+    run on the merged params, naming the file."""
+    other = copy.deepcopy(raw)
+    other["profiles"]["gpu"]["train"]["steps"] = 12.0  # profile cpu is selected: only its check sees it
+    assert refusal(resolve, other, "p.yaml") == (
+        "p.yaml (profiles.gpu.train): steps: 12.0 is a float, not an integer (write 12) (rule: type integer)"
+    )
+    assert refusal(resolve, raw, "p.yaml", ["model.dim=30", "model.n_heads=4"]) == (
+        "p.yaml: model.n_heads: 4 does not divide model.dim=30 (rule: a divisor of model.dim)"
+    )
+    assert refusal(resolve, raw, "p.yaml", ["gates.loss_match.max_rel=-1"]) == (
+        "p.yaml: gates.loss_match.max_rel: -1 is invalid (rule: > 0)"
+    )
+
+
+def test_overrides_of_the_profile_keys_apply_once_and_win(raw: dict) -> None:
+    p = resolve(raw, "p.yaml", ["profile=gpu", "profiles.gpu.train.steps=5", "train.warmup_steps=2"])
+    assert p["profile"] == "gpu" and p["train"]["steps"] == 5 and p["train"]["device"] == "cuda"
+    assert p["profiles"]["gpu"]["train"]["steps"] == 5 and p["train"]["warmup_steps"] == 2
+    assert raw["profile"] == "cpu"  # the input is not changed
