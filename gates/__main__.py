@@ -24,6 +24,8 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +42,31 @@ from params.project import load_judging, thresholds_source
 REPORT_KIND = outputs.json_kind("gates report", report.FORMAT)
 
 
-def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
+@dataclass
+class Reading:
+    """One gate's records, read before any gate judges; `outcome` when they could not be read."""
+
+    view: Artifacts
+    records: Any = None
+    outcome: Outcome | None = None
+
+
+def guarded(step: Callable[[], Any]) -> tuple[Any, Outcome | None]:
+    """A step of a gate (reading, or judging a gate not yet split), its refusals as outcomes."""
+    try:
+        return step(), None
+    except StageNotRun as e:
+        return None, Outcome("skip", message=str(e))
+    except NonFinite as e:
+        return None, Outcome("fail", "non-finite", message=f"{e}: non-finite values fail")
+    except (ArtifactError, ValidationError) as e:
+        return None, Outcome("error", message=str(e))
+
+
+def read_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Reading:
     view = artifacts.for_gate()
     if absent := catalogue.not_in_pipeline(gate, artifacts.lock.in_pipeline):
-        return Outcome(
+        return Reading(view, outcome=Outcome(
             "skip",
             None,
             gate.threshold(thresholds),
@@ -51,19 +74,24 @@ def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, A
             f"{'has' if len(absent) == 1 else 'have'} not run: not in this project's pipeline (dvc.yaml, "
             "dvc.lock), nothing to judge",
             not_in_pipeline=absent,
-        )
-    try:
-        outcome = gate.run(view, thresholds)
-    except StageNotRun as e:
-        outcome = Outcome("skip", message=str(e))
-    except NonFinite as e:
-        outcome = Outcome("fail", "non-finite", message=f"{e}: non-finite values fail")
-    except (ArtifactError, ValidationError) as e:
-        outcome = Outcome("error", message=str(e))
+        ))  # fmt: skip
+    records, refused = guarded(lambda: gate.read(view, thresholds))
+    return Reading(view, records, refused)
+
+
+def judge_gate(gate: catalogue.Gate, reading: Reading, thresholds: dict[str, Any]) -> Outcome:
+    outcome = reading.outcome
+    if outcome is None:
+        outcome, refused = guarded(lambda: gate.judge(reading.records, thresholds))
+        outcome = outcome or refused
     if outcome.threshold is None:  # the gate's own, unless its outcome names one
         outcome.threshold = gate.threshold(thresholds)
-    outcome.artifacts = view.read
+    outcome.artifacts = reading.view.read
     return outcome
+
+
+def run_gate(gate: catalogue.Gate, artifacts: Artifacts, thresholds: dict[str, Any]) -> Outcome:
+    return judge_gate(gate, read_gate(gate, artifacts, thresholds), thresholds)
 
 
 def run_env_id(artifacts: Artifacts) -> str | None:
@@ -118,11 +146,15 @@ def check(args: argparse.Namespace) -> int:
         (root / args.report).unlink(missing_ok=True)  # no verdict: never leave an earlier one behind
         errors.report(e)
         return 2
-    outcomes, seconds = {}, {}
-    for g in gates:
+    outcomes, seconds, readings = {}, {}, {}
+    for g in gates:  # read once: every gate's records before any verdict
         start = time.perf_counter()
-        outcomes[g.id] = run_gate(g, artifacts, thresholds)
+        readings[g.id] = read_gate(g, artifacts, thresholds)
         seconds[g.id] = time.perf_counter() - start
+    for g in gates:  # then judge plain values
+        start = time.perf_counter()
+        outcomes[g.id] = judge_gate(g, readings[g.id], thresholds)
+        seconds[g.id] += time.perf_counter() - start
     source = thresholds_source(params, str(args.params))
     rep = report.build(outcomes, root, source, run_env_id(artifacts), args.strict)
     report_path = root / args.report

@@ -182,7 +182,7 @@ GATE = Gate(
     "recomputed from the report's raw numbers; each engine's negative control (one tensor perturbed) "
     "moved the logits beyond the tolerance; the report covers every export file at its current md5",
     threshold=lambda t: "params closed_loop.logits_atol_<dtype> (ONNX Runtime: fp32), tokens identical",
-    run=lambda a, t: closed_loop(a),
+    judge=lambda a, t: closed_loop(a),
     why="independent readers prove the export computes what we trained, not just that it loads",
     investigate="reports/closed_loop.json: engines.<engine>.check.samples[] (first_mismatch, per-prompt "
     "diffs), missing/unexpected keys; dvc repro -f closed_loop (python -m pipeline.closed_loop) reruns it",

@@ -150,7 +150,7 @@ GATE = Gate(
     checks="each run agrees with itself: summary.json, loss.csv, eval.csv are what metrics.json gives; "
     "its param_digest is the digest of its final checkpoint (recomputed from model.safetensors)",
     threshold=lambda t: "equal",
-    run=lambda a, t: consistency(a),
+    judge=lambda a, t: consistency(a),
     why="dvc.lock seals each file alone; someone who rewrites dvc.lock, or a writer that mixed two runs, "
     "can still leave files that disagree: recomputation catches what re-sealing hides",
     investigate="the message names the run and file; dvc repro -f the run's stage",

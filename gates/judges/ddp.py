@@ -490,7 +490,7 @@ def loss_match_gate(launcher: str) -> Gate:
         "the final validation loss; both runs trained every step in train mode (metrics.json "
         "eval_mode_steps empty: T21)",
         threshold=lambda t: describe_tiers(t["loss_match"]),
-        run=lambda a, t: loss_match(a, launcher, t["loss_match"]),
+        judge=lambda a, t: loss_match(a, launcher, t["loss_match"]),
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
         "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
         "chaotically, so only exact and early checks are tight (docs/ddp-gate.md)",
@@ -511,7 +511,7 @@ LAUNCHER_PARITY = Gate(
         "as loss_match, thread as the reference: "
         + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
     ),
-    run=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
+    judge=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
     why="the two launchers must differ only in how ranks start and how gradients travel (seed design: "
     "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
     investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "

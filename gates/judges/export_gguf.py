@@ -78,7 +78,7 @@ GATE = Gate(
     checks="model.gguf of exports/fresh and exports/pinned, read back with GGUFReader: every tensor "
     "equals model.safetensors (float32 bit patterns), metadata equals config.json and tokenizer.json",
     threshold=lambda t: "every tensor bitwise, metadata equal",
-    run=lambda a, t: export_gguf(a),
+    judge=lambda a, t: export_gguf(a),
     why="llama.cpp users get the GGUF, not the safetensors: it must hold the same model",
     investigate="the message names the tensor or key; xtrain/export/gguf_file.py writes them, "
     "gguf.constants MODEL_ARCH.QWEN3 names them",

@@ -114,7 +114,7 @@ GATE = Gate(
     id="export_md5",
     checks="the re-export of the registry's pinned checkpoint against the md5s of its blessed version",
     threshold=lambda t: "every file equal",
-    run=lambda a, t: export_md5(a),
+    judge=lambda a, t: export_md5(a),
     why="the export must be byte-deterministic on any machine, even where fresh training is not bitwise",
     investigate="python -m registry verify exports/pinned lists each file's expected and actual md5; "
     "config.json changes come from xtrain/export/hf_folder.py, model.safetensors from dtype or tensor "

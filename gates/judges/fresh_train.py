@@ -405,7 +405,7 @@ GATE = Gate(
         "exact (own environment's golden) or approximate (another's): "
         + ", ".join(f"{d} {approx_threshold(v)}" for d, v in sorted(t["fresh_train"]["approx"].items()))
     ),
-    run=lambda a, t: fresh_train(a, t["fresh_train"]),
+    judge=lambda a, t: fresh_train(a, t["fresh_train"]),
     why="Megatron-LM style goldens per environment: an identical environment trains bitwise (exact tier); "
     "another CPU model or GPU is judged against the same config's golden within tolerances (approximate)",
     investigate="runs/single/metrics.json env.env_id picks registry/goldens/<env_id>/; the message names the "

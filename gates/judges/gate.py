@@ -1,5 +1,7 @@
-"""A gate is one unit, defined in its own module: what it checks, why, how it judges (`run`), which
-params.yaml `gates:` sections it takes, and how it draws its picture for the HTML report.
+"""A gate is one unit, defined in its own module: what it checks, why, what it reads (`read`, in
+gates/reading/: files to plain records), how it judges those records (`judge`: records and thresholds
+in, a verdict out, no file touched), which params.yaml `gates:` sections it takes, and how it draws its
+picture for the HTML report from the same records.
 
 gates/judges/catalogue.py only collects the units in report order. A picture is drawn from the artifacts the
 gate reads and recomputed from raw values with the gate's own public functions, never from its
@@ -41,14 +43,30 @@ class Unpaired(Exception):
         self.picture = picture
 
 
+def whole_tree(a: Artifacts, t: Thresholds) -> Artifacts:
+    """The reader of a gate not yet split into reading and judging: the judge gets the tree itself."""
+    return a
+
+
 @dataclass(frozen=True)
 class Gate:
     id: str
     checks: str
     threshold: Callable[[Thresholds], str]
-    run: Callable[[Artifacts, Thresholds], Outcome]
+    judge: Callable[[Any, Thresholds], Outcome]  # plain records and thresholds -> verdict; opens no file
     why: str
     investigate: str
     # the params.yaml gates: sections it reads (contracts/schemas/thresholds.schema.json)
     takes: tuple[str, ...]
-    picture: Callable[[Artifacts, Thresholds], Picture]  # defined in the gate's own module
+    picture: Callable[[Any, Thresholds], Picture]  # defined in the gate's own module, from its records
+    # gates/reading/: the artifact files -> the plain records `judge` takes (raises StageNotRun, ...)
+    read: Callable[[Artifacts, Thresholds], Any] = whole_tree
+    # the records `picture` takes, read without refusing non-finite numbers (None: `read`'s)
+    read_for_picture: Callable[[Artifacts, Thresholds], Any] | None = None
+
+    def run(self, a: Artifacts, t: Thresholds) -> Outcome:
+        """Read, then judge (the check's runner does the two apart: every read before any judging)."""
+        return self.judge(self.read(a, t), t)
+
+    def draw(self, a: Artifacts, t: Thresholds) -> Picture:
+        return self.picture((self.read_for_picture or self.read)(a, t), t)

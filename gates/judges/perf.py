@@ -269,7 +269,7 @@ THROUGHPUT = Gate(
     threshold=lambda t: threshold_text(
         t, "95% CI of the change wholly slower than {slowdown}: fail; straddling it: inconclusive"
     ),
-    run=lambda a, t: throughput(a, t),
+    judge=lambda a, t: throughput(a, t),
     why="a change that keeps the numerics but trains slower is a regression users feel first",
     investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); the step with "
     "python -m pipeline.bench --profile; git bisect with python -m gates bisect GOOD BAD --gate "
@@ -283,7 +283,7 @@ MEMORY = Gate(
     checks="peak memory per rank of each training stage (CUDA max_memory_allocated, CPU max RSS) "
     "against the blessed perf baseline of its environment",
     threshold=lambda t: threshold_text(t, "growth <= {memory_growth}"),
-    run=lambda a, t: memory(a, t),
+    judge=lambda a, t: memory(a, t),
     why="memory growth turns into out-of-memory at the next larger batch or model",
     investigate="runs/<launcher>/metrics.json perf.peak_memory; on CUDA torch.cuda.memory_summary or the "
     "memory snapshot of one step (activations, optimizer state, allocator cache)",

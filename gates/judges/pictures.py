@@ -102,7 +102,7 @@ def md5_table(checks: list, expected_label: str) -> str:
 def draw(gate: Gate, a: Artifacts, t: Thresholds) -> Picture:
     """The gate's picture (its own module draws it); why not, as NoPicture or NothingMeasured."""
     try:
-        return gate.picture(a, t)
+        return gate.draw(a, t)
     except Unpaired as e:
         return e.picture
     except StageNotRun as e:

@@ -369,7 +369,7 @@ def cell_unit(cell: str) -> Gate:
         f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge}; the val loss at step 0 "
         "bitwise where eval ignores the cell's features); every step in train mode; a crashed run fails",
         threshold=lambda t: threshold_text(t["pilot"], cell) if "pilot" in t else "gates.pilot missing",
-        run=lambda a, t: cell_gate(a, cell, t.get("pilot")),
+        judge=lambda a, t: cell_gate(a, cell, t.get("pilot")),
         why="the pipeline's runs never take the feature paths (dropout, grad accumulation, recompute, resume, "
         "fused AdamW, compile, bf16): a bug there passes every other gate, as dropout silently off under DDP "
         "did in the seed design (T21); docs/pilot.md",

@@ -101,7 +101,7 @@ GATE = Gate(
     checks="runs/probes.json: the attention-dropout path at p=0 equals SDPA (GQA) to fp32 rounding; "
     "dropout on ones keeps the mean 1 and drops a fraction p (binomial z-scores)",
     threshold=lambda t: THRESHOLD,
-    run=lambda a, t: model_probes(a),
+    judge=lambda a, t: model_probes(a),
     why="dropout is 0 in every profile and the pilot compares launchers with each other: a feature-path "
     "bug every launcher shares passes every other gate (issue #24's campaign found two)",
     investigate="python -m pipeline.probes --out /tmp/p.json; the message names the path "

@@ -160,7 +160,7 @@ GATE = Gate(
     "uncached in dvc.yaml; reports/repro.json: which stages ran here, were restored from DVC's run "
     "cache or were up to date",
     threshold=lambda t: THRESHOLD,
-    run=lambda a, t: provenance(a),
+    judge=lambda a, t: provenance(a),
     why="a shared run cache reuses stages across clones and machines: a verdict must say what it reused, "
     "never judge another machine's run as this one's, and fresh_train must judge a run trained here",
     investigate="reports/repro.json and runs/env.json; dvc repro -f the stage named",

@@ -344,7 +344,7 @@ GATE = Gate(
     checks="bench/scaling.json: every world present for each launcher, speedup(w) >= floor(w), "
     "thread and proc throughput within a band",
     threshold=lambda t: "speedup floors and band of the measured profile (" + ", ".join(t["scaling"]) + ")",
-    run=lambda a, t: scaling(a, t["scaling"]),
+    judge=lambda a, t: scaling(a, t["scaling"]),
     why="a change that keeps numerics but loses throughput at scale is still a regression",
     investigate="bench/scaling.png; rerun one launcher/world with python -m pipeline.scaling; on GPU profile "
     "the step (python -m pipeline.bench) and the all-reduce overlap",

@@ -258,7 +258,7 @@ GATE = Gate(
     "and every folder dep such as registry/models, equals its dvc.lock md5; no stage is stale as dvc "
     "status says, and no frozen stage's deps changed",
     threshold=lambda t: "every file equal to dvc.lock",
-    run=lambda a, t: seals(
+    judge=lambda a, t: seals(
         a, required_stages(t, a.root, a.params.source) if a.params else declared_stages(t)
     ),
     why="a gate reads some files of some outs: a tampered checkpoint, csv, report or token file would "

@@ -287,7 +287,7 @@ def cross_rank_gate(launcher: str) -> Gate:
         id=f"cross_rank.{launcher}",
         checks=f"max |p_rank - p_0| over all ranks and tensors after the last {launcher} step",
         threshold=lambda t: f"<= {t['cross_rank']['max_abs']:g}",
-        run=lambda a, t: cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
+        judge=lambda a, t: cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
         why="replicas that drift apart silently train different models; the seed design found bitwise equality "
         "flaky on NCCL and gates at 1e-6",
         investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
@@ -301,7 +301,7 @@ FINITE = Gate(
     id="finite",
     checks="no NaN or Inf in any loss, eval loss or grad norm of any run",
     threshold=lambda t: "all finite",
-    run=lambda a, t: finite(a),
+    judge=lambda a, t: finite(a),
     why="a diverged run can still produce files; it must never pass",
     investigate="the message names the run, series and first step; lower the learning rate or check precision",
     takes=(),

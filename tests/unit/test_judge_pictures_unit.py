@@ -351,8 +351,13 @@ def test_md5_table_rows_say_equal_or_differs_and_absent() -> None:
 
 
 class Drawer:
+    """A gate's drawing half: draw(a, t) reads its records and draws them (gates/judges/gate.py)."""
+
     def __init__(self, picture) -> None:
         self.picture = picture
+
+    def draw(self, a, t):
+        return self.picture(a, t)
 
 
 def raising(e: Exception) -> Drawer:
