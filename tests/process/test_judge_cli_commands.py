@@ -128,9 +128,11 @@ def test_check_inconclusive_is_exit_3_and_1_under_strict(
     root: Path, monkeypatch, capsys, flags, code
 ) -> None:
     """No gate failed, one could not judge: exit 3 and no "failure" anywhere; --strict: exit 1."""
-    gate_run = cli.run_gate
+    gate_judge = cli.judge_gate
     noisy = Outcome("inconclusive", "spread 52%", None, "too noisy to judge: rerun on a quiet machine")
-    monkeypatch.setattr(cli, "run_gate", lambda g, a, t: noisy if g.id == "scaling" else gate_run(g, a, t))
+    monkeypatch.setattr(
+        cli, "judge_gate", lambda g, r, t: noisy if g.id == "scaling" else gate_judge(g, r, t)
+    )
     got, out, _ = run(capsys, "--root", str(root), "check", *flags, "--junit", "j.xml", "--markdown", "m.md")
     rep = json.loads((root / "reports" / "gates.json").read_text())
     assert got == code == rep["exit_code"] and (rep["verdict"], rep["strict"]) == (
@@ -160,8 +162,8 @@ def test_check_seals_only_the_selected_gates_stages(root: Path, capsys) -> None:
 def test_check_hands_the_gates_their_params_scope_and_the_report_its_env(
     root: Path, monkeypatch, capsys
 ) -> None:
-    seen, gate_run = [], cli.run_gate
-    monkeypatch.setattr(cli, "run_gate", lambda g, a, t: seen.append((g.id, a, t)) or gate_run(g, a, t))
+    seen, gate_read = [], cli.read_gate
+    monkeypatch.setattr(cli, "read_gate", lambda g, a, t: seen.append((g.id, a, t)) or gate_read(g, a, t))
     monkeypatch.setattr(cli, "run_env_id", lambda a: seen.append(("env", a, None)) or "e1")
     assert run(capsys, "--root", str(root), "check", "--only", "scaling", "perf.memory")[0] == 2  # all skip
     (_, a, t), *_ = seen
@@ -218,17 +220,18 @@ def test_check_writes_every_format_under_root(root: Path, monkeypatch, capsys) -
     page = types.SimpleNamespace(render=lambda *a: drawn.append(a) or PAGE)
     monkeypatch.setitem(sys.modules, "gates.reporting.html_report", page)
     monkeypatch.setattr(reporting, "html_report", page, raising=False)
-    gate_run = cli.run_gate  # a bare-number threshold: the Markdown table shows the catalogue's label
-    monkeypatch.setattr(cli, "run_gate", lambda *a: dataclasses.replace(gate_run(*a), threshold=0.5))
+    gate_judge = cli.judge_gate  # a bare-number threshold: the Markdown table shows the catalogue's label
+    monkeypatch.setattr(cli, "judge_gate", lambda *a: dataclasses.replace(gate_judge(*a), threshold=0.5))
     labels = {g.id: g.threshold(THRESHOLDS) for g in catalogue.GATES}
     argv = ["--root", str(root), "check", "--only", "seals", "--junit", "j.xml", "--markdown", "m.md", "--html", "p.html"]  # fmt: skip
     for _ in range(2):
         monkeypatch.setattr(cli, "time", Clock())
         code, out, err = run(capsys, *argv)
         rep = json.loads((root / "reports" / "gates.json").read_text())
-        assert code == 0 and err == "checked 1 gates in 3.00s\nwrote p.html in 1.00s\n"
+        assert code == 0 and err == "checked 1 gates in 5.00s\nwrote p.html in 1.00s\n"
         assert "every file equal to dvc.lock" in out and "0.5" not in out  # the table's label too
-        assert (root / "j.xml").read_text() == ci_report.junit_xml(rep, {"seals": 1.0})
+        seconds = {"seals": 2.0}  # reading 1 s + judging 1 s
+        assert (root / "j.xml").read_text() == ci_report.junit_xml(rep, seconds)
         assert (root / "m.md").read_text() == ci_report.markdown(rep, labels) != ci_report.markdown(rep)
         assert (root / "p.html").read_text() == PAGE
     (r, where, thresholds, labelled, params), _ = drawn
@@ -237,7 +240,7 @@ def test_check_writes_every_format_under_root(root: Path, monkeypatch, capsys) -
 
 def test_check_writes_no_format_unasked(root: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "time", Clock())
-    assert run(capsys, "--root", str(root), "check", "--only", "seals")[2] == "checked 1 gates in 3.00s\n"
+    assert run(capsys, "--root", str(root), "check", "--only", "seals")[2] == "checked 1 gates in 5.00s\n"
     assert sorted(p.name for p in root.iterdir()) == [
         "dvc.lock",
         "dvc.yaml",
@@ -275,7 +278,7 @@ def test_refuse_folder_outputs_passes_files_and_absent_paths(root: Path) -> None
 
 def fake_gate(run: Any, gate_id: str = "seals") -> catalogue.Gate:
     """The seals gate with this id and run; its threshold text read from the thresholds given."""
-    return dataclasses.replace(catalogue.SEALS, id=gate_id, run=run, threshold=lambda t: t["label"])
+    return dataclasses.replace(catalogue.SEALS, id=gate_id, judge=run, threshold=lambda t: t["label"])
 
 
 GATE_THRESHOLDS = {"label": "T"}
