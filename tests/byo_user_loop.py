@@ -39,6 +39,8 @@ OPTIONS = {
     "eval_rows": 8,
     "dropout_mode": "seed",
     "mistake": None,
+    "eval_rank0": False,  # evaluate on rank 0 alone, all of the eval rows (nanoGPT's estimate_loss)
+    "eval_at": None,  # the steps to evaluate at (any steps); None: where rec.eval_due says
 }
 MISTAKES = (
     "no_sampler",  # every rank reads the first rows of the batch (no DistributedSampler)
@@ -132,8 +134,8 @@ def train(o: dict, tokens: dict, vocab: int, world: int, rank: int) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=0.9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 2) * 0.8**s)
     n_windows = (tokens["train"].numel() - 1) // o["seq_len"]
-    if rec.eval_due(0):
-        rec.eval(0, evaluate(model, tokens["val"], o, world, rank))  # runrecord
+    if due(o, rec, 0):
+        validate(rec, 0, model, tokens["val"], o, world, rank)
     for step in range(o["steps"]):
         gen = torch.Generator().manual_seed(1234 * 1000 + step)
         batch = torch.randint(0, n_windows, (o["global_batch"],), generator=gen).tolist()
@@ -150,9 +152,21 @@ def train(o: dict, tokens: dict, vocab: int, world: int, rank: int) -> None:
             dist.all_reduce(mean)
             mean /= world
         rec.step(mean.item(), norm.item(), lr)  # runrecord: mean loss over ranks, norm before clipping
-        if rec.eval_due(step + 1):
-            rec.eval(step + 1, evaluate(model, tokens["val"], o, world, rank))  # runrecord
+        if due(o, rec, step + 1):
+            validate(rec, step + 1, model, tokens["val"], o, world, rank)
     rec.finish()  # runrecord: every rank; rank 0 writes the run folder
+
+
+def due(o: dict, rec: RunRecorder, done: int) -> bool:
+    return done in o["eval_at"] if o["eval_at"] is not None else rec.eval_due(done)
+
+
+def validate(rec: RunRecorder, done: int, model, val, o: dict, world: int, rank: int) -> None:
+    """Every rank its shard (all-reduced), or rank 0 alone all of the rows, and rec.eval there."""
+    if not o["eval_rank0"]:
+        rec.eval(done, evaluate(model, val, o, world, rank))  # runrecord
+    elif rank == 0:
+        rec.eval(done, evaluate(model, val, o, 1, 0))  # runrecord: on rank 0 only
 
 
 def train_step(net, model, opt, tokens, mine, accum, o, rec, world) -> float:
