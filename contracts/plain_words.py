@@ -21,7 +21,7 @@ REPO_MODULES = ("xtrain", "pipeline", "contracts", "params")
 INTERNAL = re.compile(
     "|".join(
         (
-            r"(?<![\w&#])#\d+\b",  # an issue or pull-request number: #54 (a colour #1565c0 is not)
+            r"(?<![\w&#])#\d{1,4}\b",  # an issue or pull-request number: #54 (a colour #1565c0, #212121 is not)
             r"\bissue \d+\b",  # "issue 36"
             r"\bthe seed's\b|\bseed design\b",  # our first design's shorthand
             r"\bT\d{2}\b",  # its test items: T21

@@ -553,17 +553,19 @@ def loss_match_gate(launcher: str) -> Gate:
         id=f"loss_match.{launcher}",
         checks=f"the {launcher}-per-rank DDP run against single-device training of the same config: the "
         "samples and dropout masks of every step (exact), step 0 (summation order), the loss over a prefix, "
-        "the final validation loss; both runs trained every step in train mode (metrics.json "
-        "eval_mode_steps empty: T21)",
+        "the validation loss at the steps both runs evaluated at; both runs trained every step in train "
+        "mode (metrics.json eval_mode_steps empty)",
         threshold=lambda t: describe_tiers(t["loss_match"]),
         judge=lambda a, t: loss_match(a, launcher, t["loss_match"]),
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
         "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
-        "chaotically, so only exact and early checks are tight (docs/ddp-gate.md)",
-        investigate=f"the message names the failing check. samples: xtrain/core/data.py sharding. first step: the "
-        f"reduction (xtrain/core/comm.py), sharding or dropout; a grad_norm[0] ratio of world means a sum, not a "
-        f"mean. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
-        f"runs/single/loss.csv, runs/{launcher}/loss.csv",
+        "chaotically, so only exact and early checks are tight",
+        investigate=f"the message names the failing check. samples: the sharding (each rank reads its own part "
+        f"of the step's global batch, together all of it). first step: the gradient reduction (a mean over "
+        f"ranks), the sharding, the init or dropout; a grad_norm[0] ratio of world means a sum, not a mean; a "
+        f"loss a whole multiple of single's: the loss must be divided by the accumulation steps before "
+        f"backward. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
+        f"runs/single/loss.csv, runs/{launcher}/loss.csv, eval.csv beside them",
         takes=("loss_match",),
         picture=lambda a, t: loss_match_picture(a, t, launcher),
     )
@@ -572,13 +574,13 @@ def loss_match_gate(launcher: str) -> Gate:
 LAUNCHER_PARITY = Gate(
     id="launcher_parity",
     checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one; both trained "
-    "every step in train mode (metrics.json eval_mode_steps empty: T21)",
+    "every step in train mode (metrics.json eval_mode_steps empty)",
     threshold=lambda t: (
         "as loss_match, thread as the reference: "
         + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
     ),
     judge=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
-    why="the two launchers must differ only in how ranks start and how gradients travel (seed design: "
+    why="the two launchers must differ only in how ranks start and how gradients travel (measured: "
     "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
     investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
     "a samples or step-0 failure means the gradient path changed (DDP bucket order, reduction, sharding)",

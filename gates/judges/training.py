@@ -292,7 +292,7 @@ def cross_rank_gate(launcher: str) -> Gate:
         checks=f"max |p_rank - p_0| over all ranks and tensors after the last {launcher} step",
         threshold=lambda t: f"<= {t['cross_rank']['max_abs']:g}",
         judge=lambda a, t: cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
-        why="replicas that drift apart silently train different models; the seed design found bitwise equality "
+        why="replicas that drift apart silently train different models; bitwise equality proved "
         "flaky on NCCL and gates at 1e-6",
         investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
         f"applies the same averaged gradient and optimizer step (comm.sync_grads, DDP buckets)",

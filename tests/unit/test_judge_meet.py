@@ -98,7 +98,7 @@ def test_internal_words_are_found(text: str, found: list[str]) -> None:
         "params.yaml gates.loss_match.cpu.final_val_atol; dvc.yaml; reports/gates.json",
         "registry/index.json; python3 -m registry bless --golden",
         "from runrecord.hf import RecordingCallback; runrecord: RunRecorder: dropout: ...",
-        "train.py, model.py, my-docs/notes.md, a/docs/x, fill #1565c0, #9e9e9e",
+        "train.py, model.py, my-docs/notes.md, a/docs/x, fill #1565c0, #9e9e9e, color:#212121;",
         "an NVIDIA T4, step 21, xtrain-metrics/1, T2 (tier two)",
     ],
 )
