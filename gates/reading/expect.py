@@ -104,12 +104,6 @@ def eval_problems(run: str, m: dict[str, Any], train: Mapping[str, Any], key: st
     return []
 
 
-def common_evals(a: dict[str, Any], b: dict[str, Any]) -> dict[int, tuple[float, float]]:
-    """{step: (a's eval loss, b's)} at every step both runs evaluated at, in step order."""
-    ev_b = {e["step"]: e["loss"] for e in b["eval"]}
-    return {e["step"]: (e["loss"], ev_b[e["step"]]) for e in a["eval"] if e["step"] in ev_b}
-
-
 def recorded_problems(run: str, m: dict[str, Any]) -> list[str]:
     """What a recorder said it saw against the series it wrote: eval-mode steps inside the run, and no
     masks fingerprinted where it says none were drawn (dropout none, or switched off)."""

@@ -364,3 +364,43 @@ def test_a_golden_covers_the_steps_a_loop_evaluated_at() -> None:
     assert coverage_problems(golden([0, 4]), train) == [
         "golden cpu-x v2 holds val losses at steps ['0', '4'], the config implies ['0', '3', '6']"
     ]
+
+
+# ---- what the mutants showed: each branch pinned ----------------------------------------------------
+
+
+def test_a_whole_multiple_of_the_step_0_val_loss_names_nothing_more() -> None:
+    single, got = record(), record(world=2)
+    got["eval"][0]["loss"] *= 2  # val_loss@0 alone, twice: no hint of its own
+    c = ddp.check_first_step(single, got, Approx.relative(1e-5))
+    assert not c.ok and c.detail.endswith("val_loss@0 rel 1"), c.detail
+    got = record(world=2)
+    got["train_loss"][0] *= 1.5  # no whole multiple: the detail ends with the rel list
+    c = ddp.check_first_step(single, got, Approx.relative(1e-5))
+    assert not c.ok and c.detail.endswith("val_loss@0 rel 0"), c.detail
+
+
+@pytest.mark.parametrize("foreign", ["single", "proc"])
+def test_either_run_of_a_loop_of_its_own_makes_the_words_the_users(foreign: str) -> None:
+    single = record(RUNRECORD if foreign == "single" else None, evals=())
+    got = record(RUNRECORD if foreign == "proc" else None, evals=(), world=2)
+    assert ddp.check_end(single, got, Approx.absolute(0.01)).detail.startswith(
+        "no final validation loss (no rec.eval() recorded)"
+    )
+    tier = ddp.tier_for(LOSS_MATCH, "cpu")
+    nxt = ddp.next_step(single, got, [ddp.Check("samples", False, "x")], tier, "proc", "single")
+    assert nxt.startswith("python -m gates explain loss_match.proc; ")
+
+
+def test_what_was_not_applied_is_kept_on_a_failure() -> None:
+    single, got = record(), record(world=2)
+    del single["eval_mode_steps"]  # runrecord did not see the model: train mode not recorded here
+    got["eval_mode_steps"] = [1]
+    got["grad_norm"][0] = 9.0
+    o = judge(single, got)
+    assert o.status == "fail"
+    assert o.not_applied["dropout masks"].startswith("not recorded: runrecord did not see the model")
+    assert o.not_applied["train mode"].startswith("not recorded in runs/single (runrecord did not see")
+    both = record() | {"eval_mode_steps": [2]}
+    o = judge(both, record(world=2) | {"eval_mode_steps": [3]})
+    assert "the steps are in runs/single/metrics.json, runs/proc/metrics.json (eval_mode_steps)" in o.message
