@@ -41,6 +41,7 @@ OPTIONS = {
     "mistake": None,
     "eval_rank0": False,  # evaluate on rank 0 alone, all of the eval rows (nanoGPT's estimate_loss)
     "eval_at": None,  # the steps to evaluate at (any steps); None: where rec.eval_due says
+    "old_eval_rule": False,  # a negative control: runrecord 1.3's finish(), every rank's evals the cadence's
 }
 MISTAKES = (
     "no_sampler",  # every rank reads the first rows of the batch (no DistributedSampler)
@@ -130,6 +131,8 @@ def train(o: dict, tokens: dict, vocab: int, world: int, rank: int) -> None:
         dropout=o["dropout_mode"],
         run_dir=o["run_dir"],
     )
+    if o["old_eval_rule"]:
+        plant_old_eval_rule(rec)
     net = nn.parallel.DistributedDataParallel(model) if o["ddp"] == "torch" and world > 1 else model
     opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=0.9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 2) * 0.8**s)
@@ -155,6 +158,24 @@ def train(o: dict, tokens: dict, vocab: int, world: int, rank: int) -> None:
         if due(o, rec, step + 1):
             validate(rec, step + 1, model, tokens["val"], o, world, rank)
     rec.finish()  # runrecord: every rank; rank 0 writes the run folder
+
+
+def plant_old_eval_rule(rec: RunRecorder) -> None:
+    """runrecord 1.3's finish() re-planted: every rank must hold the evals train.eval_every implies."""
+    from params.cadence import eval_steps
+    from runrecord import RunRecordError
+
+    complete = rec._refuse_incomplete
+
+    def refuse() -> None:
+        complete()
+        want, got = eval_steps(rec.config["train"]), [e["step"] for e in rec.evals]
+        if got != want:
+            raise RunRecordError(
+                "finish", "eval", f"evals at steps {got}", f"train.eval_every implies {want}"
+            )
+
+    rec._refuse_incomplete = refuse  # type: ignore[method-assign]
 
 
 def due(o: dict, rec: RunRecorder, done: int) -> bool:

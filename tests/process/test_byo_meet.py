@@ -38,7 +38,7 @@ PROC = {
 }
 
 
-def launch(data: TinyData, root: Path, launcher: str, runs: dict[str, dict]) -> dict[str, dict]:
+def started(data: TinyData, root: Path, launcher: str, runs: dict[str, dict]) -> subprocess.CompletedProcess:
     spec = [{"run_dir": str(root / launcher / name), **opts} for name, opts in runs.items()]
     (root / f"{launcher}.json").write_text(json.dumps(spec))
     args = [str(SCRIPT), "--tokens", str(data.tokens), "--vocab-size", str(data.vocab_size)]
@@ -50,7 +50,11 @@ def launch(data: TinyData, root: Path, launcher: str, runs: dict[str, dict]) -> 
         str(root / f"{launcher}.json"),
     ]
     env = {**code_first(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=600, env=env)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=600, env=env)
+
+
+def launch(data: TinyData, root: Path, launcher: str, runs: dict[str, dict]) -> dict[str, dict]:
+    proc = started(data, root, launcher, runs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Connection closed by peer" not in proc.stderr
     out = {}
@@ -83,6 +87,18 @@ def test_evals_on_rank_0_alone_are_recorded_and_match_one_device(runs: dict) -> 
     o = verdict(runs, "base", "rank0")
     assert o.status == "pass", o.message
     assert "val_loss@0 rel" in o.message and "3 evals" in o.message and "final val" in o.message
+
+
+def test_negative_control_the_old_rule_kills_the_rank_0_eval_run(tiny_data: TinyData, tmp_path: Path) -> None:
+    """runrecord 1.3's finish() re-planted in the same loop: rank 1, which evaluated nothing, is refused
+    and the run dies after training (the failure issue #54 measured): the test above can fail."""
+    proc = started(tiny_data, tmp_path, "proc", {"old": {"eval_rank0": True, "old_eval_rule": True}})
+    assert proc.returncode != 0
+    assert (
+        "error: runrecord: finish: eval: evals at steps [] (rule: train.eval_every implies [0, 4, 8])"
+        in proc.stderr
+    )
+    assert not (tmp_path / "proc" / "old" / "metrics.json").exists()
 
 
 def test_evals_at_any_steps_are_compared_at_the_steps_both_runs_have(runs: dict) -> None:
