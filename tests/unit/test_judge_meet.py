@@ -404,3 +404,35 @@ def test_what_was_not_applied_is_kept_on_a_failure() -> None:
     both = record() | {"eval_mode_steps": [2]}
     o = judge(both, record(world=2) | {"eval_mode_steps": [3]})
     assert "the steps are in runs/single/metrics.json, runs/proc/metrics.json (eval_mode_steps)" in o.message
+
+
+def test_fresh_train_judges_a_loops_run_against_a_golden_of_its_own_eval_steps() -> None:
+    from pathlib import Path
+
+    from gates.judges import fresh_train
+    from gates.reading.goldens import Choice
+    from registry.store import Entry
+
+    values = lambda d: {"values": {str(k): v for k, v in d.items()}}  # noqa: E731
+    m = record(evals=(0, 5)) | {"env": {"env_id": "cpu-own"}}  # not train.eval_every 3's [0, 3, 6]
+    train = dict(enumerate(m["train_loss"]))
+
+    def judged(val: dict[int, float], recorder: str | None = RUNRECORD):
+        g = {
+            "env_id": "cpu-own",
+            "version": 1,
+            "metrics": {"train_loss": values(train), "val_loss": values(val)},
+        }
+        run = m | {"determinism": {"recorder": recorder} if recorder else {}}
+        return fresh_train._judge_against(run, Choice(Entry(Path("g/v1.json"), g), "exact", False), {}, None)
+
+    o = judged({0: 5.0, 5: 4.5})
+    assert o.status == "pass" and "2 val losses" in o.message, o.message
+    o = judged({0: 5.0})
+    assert o.status == "fail"
+    assert (
+        o.message
+        == "golden cpu-own v1 holds val losses at steps ['0'], the run evaluated at [0, 5]: refusing to judge against it"
+    )
+    o = judged({0: 5.0, 5: 4.5}, recorder=None)  # the control: our trainer's run is held to the cadence
+    assert "the config implies ['0', '3', '6']" in o.message
