@@ -194,7 +194,8 @@ def decoded(data: bytes, source: str, what: str = "a UTF-8 YAML file") -> str:
 def load_file(path: str | Path, hint: str = "", limit: int = MAX_BYTES) -> Any:
     """A YAML file read strictly; every problem is a ValidationError naming the file (and line)."""
     source = str(path)
-    text = decoded(read_regular(path, limit, source, hint=hint), source)
+    b = read_regular(path, limit, source, hint=hint)  # pragma: no mutate -- equivalent: source is the default
+    text = decoded(b, source)
     try:
         return loads(text)
     except Refused as e:
@@ -202,7 +203,7 @@ def load_file(path: str | Path, hint: str = "", limit: int = MAX_BYTES) -> Any:
             source,
             where(e),
             problem(e),
-            "plain YAML, one meaning per value (contracts/yamlfile.py)",
+            "plain YAML, one meaning per value",
         ) from None
     except yaml.YAMLError as e:
         raise ValidationError(source, where(e), f"not valid YAML: {problem(e)}") from None
