@@ -13,6 +13,9 @@ what survives chaos exactly or tightly, and bounds only the rest statistically:
    before chaos amplifies one-ulp differences (K = every step on CPU).
 4. end of run: |final val loss - single's| <= final_val_atol, from the measured spread of
    equivalent reorderings on that tier.
+5. observed (exact): what the runs did (rows and tokens per step, the lr at every step, the
+   parameters' count, shapes and initial digest), never their configs' text: a config difference
+   that changes none of it is information, one that does is named with it (cosmetic keys never are).
 
 Tiers are keyed by the run's device (metrics.json `device`) in params.yaml gates.loss_match; each
 bound is a tolerance of gates/judges/tolerance.py (Exact for 1, Approx for 2-4: |x - ref| <= atol + rtol|ref|).
