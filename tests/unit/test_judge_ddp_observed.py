@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from gates.judges import ddp
 from gates.judges.ddp import check_observed, equivalence, observed, observed_difference, shape_problem
@@ -261,3 +262,21 @@ def test_observed_difference_says_how_or_none() -> None:
     assert observed_difference([0, 2, 3], [1, 5, 3], True) == "0 vs 1 at step 0 (and 1 more steps)"
     assert observed_difference([9, 9, 9], [1, 2, 3], True) == "9 vs 1 at step 0 (and 2 more steps)"
     assert observed_difference([0.5], [0.25], True) == "0.5 vs 0.25 at step 0"
+
+
+def test_params_yaml_declares_cosmetic_keys_validated() -> None:
+    """gates.loss_match.cosmetic_keys: a list of patterns, validated with the rest of `gates:`."""
+    from contracts.validate import ValidationError
+    from params.config import check_thresholds
+    from params.project import HARNESS_PARAMS
+
+    harness_gates = yaml.safe_load(HARNESS_PARAMS.read_text())["gates"]
+
+    gates = copy.deepcopy(harness_gates)
+    gates["loss_match"]["cosmetic_keys"] = ["notes", "*_url"]
+    assert check_thresholds(gates, "params.yaml") is gates
+    for bad in (5, [""], [3]):
+        gates["loss_match"]["cosmetic_keys"] = bad
+        with pytest.raises(ValidationError) as e:
+            check_thresholds(gates, "params.yaml")
+        assert "gates.loss_match.cosmetic_keys" in str(e.value), str(e.value)
