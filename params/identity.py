@@ -76,7 +76,7 @@ COSMETIC = (
 
 def is_cosmetic(key: str, extra: Sequence[str] = ()) -> bool:
     """Whether the flattened config key `key` is cosmetic by default or by the project's `extra` patterns."""
-    leaf = key.rsplit(".", 1)[-1]
+    leaf = key.rpartition(".")[2]
     return any(fnmatchcase(key, p) or fnmatchcase(leaf, p) for p in (*COSMETIC, *extra))
 
 

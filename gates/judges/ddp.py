@@ -174,7 +174,7 @@ def check_observed(
             detail += f"; config keys differ, no observed quantity does: {describe_changes(changes)}"
         return Check("observed", True, detail)
     what = "; ".join(f"{name}: {d}" for name, d, _ in diffs)
-    hints = "; ".join(dict.fromkeys(hint for *_, hint in diffs))
+    hints = "; ".join(hint for *_, hint in diffs)  # one per quantity: OBSERVED has no two alike
     if causes:
         return Check("observed", False, f"{run} vs {ref}: {describe_changes(causes)} changed {what}: {hints}")
     said = f"only cosmetic keys differ: {describe_changes(changes)}" if changes else "the same config"

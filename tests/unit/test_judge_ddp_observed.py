@@ -132,7 +132,7 @@ def test_an_lr_at_one_step_fails_naming_the_step_and_both_lrs() -> None:
     )  # the judge cannot tell which key caused it: every non-cosmetic key that differs is named
     assert not c.ok
     o = equivalence(nanogpt(), d, "proc", LOSS_MATCH)
-    assert o.status == "fail" and "lr per step: 0.0005 vs 0.0004 at step 2" in o.message
+    assert o.status == "fail" and f"observed: {c.detail}. Next: see docs/ddp-gate.md; compare " in o.message
 
 
 def test_a_differing_lr_with_the_same_config_is_the_codes() -> None:
@@ -280,3 +280,9 @@ def test_params_yaml_declares_cosmetic_keys_validated() -> None:
         with pytest.raises(ValidationError) as e:
             check_thresholds(gates, "params.yaml")
         assert "gates.loss_match.cosmetic_keys" in str(e.value), str(e.value)
+
+
+def test_series_of_other_lengths_are_refused_loudly() -> None:
+    """shape_problem refuses runs of other lengths first; a per-step comparison never truncates."""
+    with pytest.raises(ValueError):
+        observed_difference([1, 2, 3], [1, 5], True)
