@@ -116,9 +116,11 @@ def test_accumulation_not_divided_fails_naming_rows_per_step() -> None:
     assert o.status == "fail" and f"observed: {c.detail}" in o.message
     # recorded after the division, the key itself differs: named as the cause
     d["config"]["gradient_accumulation_steps"] = 8
-    assert check_observed(nanogpt(), d, "proc").detail == (
+    assert check_observed(nanogpt(), d, "proc") == ddp.Check(
+        "observed",
+        False,
         "proc vs single: gradient_accumulation_steps 8 vs 4 changed rows per step: 64 vs 32 at step 0 (and 3 "
-        f"more steps): {ROWS_HINT}"
+        f"more steps): {ROWS_HINT}",
     )
 
 
@@ -286,3 +288,14 @@ def test_series_of_other_lengths_are_refused_loudly() -> None:
     """shape_problem refuses runs of other lengths first; a per-step comparison never truncates."""
     with pytest.raises(ValueError):
         observed_difference([1, 2, 3], [1, 5], True)
+
+
+def test_other_rows_alone_fail_the_samples_check_with_its_next() -> None:
+    """The same rows per step but other rows: observed agrees, samples names it, Next says compare."""
+    d = proc()
+    d["samples"]["hash_sum"][1] = 999
+    o = equivalence(nanogpt(), d, "proc", LOSS_MATCH)
+    assert o.status == "fail" and "observed" not in o.message
+    assert o.message.endswith(
+        "Next: see docs/ddp-gate.md; compare runs/single/loss.csv with runs/proc/loss.csv"
+    ), o.message

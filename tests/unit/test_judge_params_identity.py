@@ -53,6 +53,7 @@ def test_config_diff_limit_is_the_number_shown() -> None:
     [
         ("out_dir", (), True),
         ("train.out_dir", (), True),  # the last part matches
+        ("trainer.logging.log_interval", (), True),  # the last part, not all after the first dot
         ("data_dir", (), True),
         ("train.checkpoint_path", (), True),
         ("log_interval", (), True),
