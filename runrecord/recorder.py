@@ -21,7 +21,7 @@ from runrecord.arguments import RunRecordError
 from runrecord.dropout import MODES, install
 from runrecord.one_line import one_line_errors
 from runrecord.record_folder import check_run_dir, hold, write_record
-from xtrain.core.checkpoint import param_digest
+from xtrain.core.checkpoint import param_digest, param_shapes_digest
 from xtrain.core.env import fingerprint
 from xtrain.core.fingerprint import MAX_TERMS, hash32
 from xtrain.core.peak_memory import peak_bytes, peak_record
@@ -99,6 +99,7 @@ class RunRecorder:
         self._rows: list[tuple[int, int, int, int]] = []
         self._pending = [0, 0, 0, 0]
         self._model: nn.Module | None = None
+        self._init_digest: str | None = None  # the watched model's weights before the first step
         self._masks, self._dropout, self._given_seeds, self._warned = None, None, False, False
         self._t0 = time.perf_counter()
         self._step_end: list[float] = []
@@ -132,6 +133,8 @@ class RunRecorder:
         if self._model is not None:
             raise RunRecordError("RunRecorder.watch", "model", "a model is already watched")
         self._model = _unwrap(model)
+        if self.rank == 0 and not self.train_loss and not self._pending[0]:  # before any update
+            self._init_digest = param_digest(self._model)
         self._dropout, self._masks = install(self._model, self.dropout_mode, self.config["seed"])
 
     def eval_due(self, done: int) -> bool:
@@ -373,6 +376,8 @@ class RunRecorder:
                 "peak_memory": peak_record(device, peaks, shared_process=False),
             },
             "param_digest": param_digest(model),
+            "param_shapes_digest": param_shapes_digest(model),
+            **({"init_param_digest": self._init_digest} if self._init_digest else {}),
             "cross_rank": {
                 "max_abs_diff": max(per_rank_max),
                 "per_rank": [

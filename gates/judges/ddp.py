@@ -13,6 +13,9 @@ what survives chaos exactly or tightly, and bounds only the rest statistically:
    before chaos amplifies one-ulp differences (K = every step on CPU).
 4. end of run: |final val loss - single's| <= final_val_atol, from the measured spread of
    equivalent reorderings on that tier.
+5. observed (exact): what the runs did (rows and tokens per step, the lr at every step, the
+   parameters' count, shapes and initial digest), never their configs' text: a config difference
+   that changes none of it is information, one that does is named with it (cosmetic keys never are).
 
 Evals are compared at the steps both runs evaluated at (a loop of its own evaluates where it does,
 on rank 0 alone or every rank): step 0 if both have it, the prefix's common steps, and the end at
@@ -34,7 +37,7 @@ from gates.judges.outcome import Outcome, failed, fmt, rel_diffs
 from gates.judges.tolerance import Approx, Exact
 from gates.judges.training import foreign_recorder, refuse, run_metrics, with_train_mode
 from gates.reading.artifacts import Artifacts
-from params.identity import config_diff
+from params.identity import config_changes, describe_changes, is_cosmetic
 
 Metrics = dict[str, Any]
 EXACT = Exact()  # sample and dropout-mask fingerprints: integers, equal or not
@@ -85,18 +88,14 @@ def tier_for(loss_match: dict[str, Any], device: str) -> Tier | None:
 
 
 def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") -> str | None:
-    """Why the two runs cannot be compared at all, or None."""
-    if single["config_hash"] != ddp["config_hash"]:
-        return (
-            f"runs/{run} and runs/{ref} trained different configurations (config_hash "
-            f"{ddp['config_hash']} vs {single['config_hash']}; {config_diff(single['config'], ddp['config'])}): "
-            "re-run both with one config"
-        )
+    """Why the two runs cannot be compared step by step at all, or None. Their configs are not
+    compared here: check_observed judges what the runs did and names the config keys behind it."""
     for m, name in ((single, ref), (ddp, run)):
         n = m["steps"]
         lengths = {
             "train_loss": len(m["train_loss"]),
             "grad_norm": len(m["grad_norm"]),
+            "lr": len(m["lr"]),
             "samples.count": len(m["samples"]["count"]),
             "samples.hash_sum": len(m["samples"]["hash_sum"]),
             "samples.dropout_hash_sum": len(m["samples"]["dropout_hash_sum"]),
@@ -105,6 +104,12 @@ def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") 
         if short:
             k, v = next(iter(short.items()))
             return f"runs/{name}/metrics.json: {k} has {v} entries for {n} steps (a resumed old run?)"
+    if single["steps"] != ddp["steps"]:
+        changes = config_changes(single["config"], ddp["config"])
+        keys = f" (config: {describe_changes(changes)})" if changes else ""
+        return (
+            f"runs/{run} trained {ddp['steps']} steps, runs/{ref} {single['steps']}{keys}: train both as long"
+        )
     if single["device"] != ddp["device"] or single["precision"] != ddp["precision"]:
         return (
             f"runs/{run} ran on {ddp['device']}/{ddp['precision']}, runs/{ref} on "
@@ -113,6 +118,71 @@ def shape_problem(single: Metrics, ddp: Metrics, run: str, ref: str = "single") 
     if ref != "single" and single["world"] != ddp["world"]:
         return f"runs/{run} ran at world {ddp['world']}, runs/{ref} at world {single['world']}: set one world"
     return None
+
+
+# What a run did, as its record says, quantity by quantity: (name, metrics key, per step, hint). The
+# DDP comparison rests on these, never on the configs' text (docs/ddp-gate.md "Observed quantities").
+OBSERVED = (
+    ("rows per step", ("samples", "count"), True, "each rank reads its share of the step's global batch: "
+     "divide the gradient accumulation (or the batch) by the world size"),
+    ("tokens per step", ("tokens_per_step",), False, "the tokens one optimizer step trains over all ranks"),
+    ("lr per step", ("lr",), True, "the lr schedule must follow the optimizer step, stepped once per step"),
+    ("parameter count", ("n_params",), False, "another model"),
+    ("parameter shapes", ("param_shapes_digest",), False, "another model: names or shapes differ"),
+    ("initial parameters", ("init_param_digest",), False, "other weights before the first step: the "
+     "seed or the init differs (under DDP, rank 0's weights are broadcast at the wrap)"),
+)  # fmt: skip
+
+
+def observed(m: Metrics, path: tuple[str, ...]) -> Any:
+    """The record's value at `path`, or None where it was not recorded (older records: no digests)."""
+    value: Any = m
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def observed_difference(got: Any, ref: Any, per_step: bool) -> str | None:
+    """How one observed quantity differs (`got` vs `ref`), or None: equal, or not recorded by both."""
+    if got is None or ref is None or got == ref:
+        return None
+    if not per_step:
+        shown = [v[:8] if isinstance(v, str) else v for v in (got, ref)]  # digests: their first 8 hex
+        return f"{shown[0]} vs {shown[1]}"
+    bad = [i for i, (a, b) in enumerate(zip(got, ref, strict=True)) if a != b]
+    i = bad[0]
+    return f"{got[i]!r} vs {ref[i]!r} at step {i}" + (f" (and {len(bad) - 1} more steps)" if bad[1:] else "")
+
+
+def check_observed(
+    single: Metrics, ddp: Metrics, run: str, ref: str = "single", cosmetic: tuple[str, ...] = ()
+) -> Check:
+    """Exact: what the runs did (OBSERVED) agrees; a config difference that changes none of it is
+    information, one that does is named with the quantity it changed."""
+    changes = config_changes(single["config"], ddp["config"])
+    causes = [c for c in changes if not is_cosmetic(c[0], cosmetic)]
+    diffs, unrecorded = [], []
+    for name, path, per_step, hint in OBSERVED:
+        got, want = observed(ddp, path), observed(single, path)
+        if got is None or want is None:
+            unrecorded.append(name)
+        elif (d := observed_difference(got, want, per_step)) is not None:
+            diffs.append((name, d, hint))
+    if not diffs:
+        seen = [name for name, *_ in OBSERVED if name not in unrecorded]
+        detail = f"the same {', '.join(seen)} as {ref}"
+        detail += f" ({', '.join(unrecorded)}: not recorded)" if unrecorded else ""
+        if changes:
+            detail += f"; config keys differ, no observed quantity does: {describe_changes(changes)}"
+        return Check("observed", True, detail)
+    what = "; ".join(f"{name}: {d}" for name, d, _ in diffs)
+    hints = "; ".join(hint for *_, hint in diffs)  # one per quantity: OBSERVED has no two alike
+    if causes:
+        return Check("observed", False, f"{run} vs {ref}: {describe_changes(causes)} changed {what}: {hints}")
+    said = f"only cosmetic keys differ: {describe_changes(changes)}" if changes else "the same config"
+    return Check("observed", False, f"{run} vs {ref}: {what} ({said}): {hints}")
 
 
 def check_samples(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
@@ -404,6 +474,7 @@ def equivalence(
         check_first_step(single, ddp, tier.first_step, ref),
         prefix,
         check_end(single, ddp, tier.end, ref),
+        check_observed(single, ddp, run, ref, tuple(loss_match.get("cosmetic_keys", ()))),
     ]
     threshold = tier.describe(len(single["train_loss"]))
     world = f"world {ddp['world']} vs {single['world']}"
@@ -448,7 +519,7 @@ def next_step(single: Metrics, ddp: Metrics, bad: list[Check], tier: Tier, run: 
             "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
             "too tight for this profile (docs/ddp-gate.md)"
         )
-    if {"samples", "dropout masks"} & set(names):
+    if {"samples", "dropout masks", "observed"} & set(names):
         return f"{f'python -m gates explain {gate}' if yours else 'see docs/ddp-gate.md'}; {files}"
     return f"{failure_case(single, ddp, tier)}; {files}"
 

@@ -78,13 +78,29 @@ def test_a_project_of_its_own_is_judged_from_its_records(own: Path) -> None:
     assert "gates.loss_match" not in report["thresholds_source"]
 
 
-def test_a_thread_run_of_another_config_is_refused_naming_the_key(own: Path) -> None:
+def test_a_thread_run_of_another_config_is_judged_by_what_it_did(own: Path) -> None:
+    """Issue 54 item 1: a config key that changed nothing the runs did is information; one whose
+    observed quantity changed is named with it."""
     edit(own / "runs/thread/metrics.json", lambda m: relabel(m, grad_clip=0.5))
     code, report = check(own)
-    for gid in ("loss_match.thread", "launcher_parity"):
+    for gid, key in (
+        ("loss_match.thread", "train.grad_clip 0.5 vs 1.0"),
+        ("launcher_parity", "train.grad_clip 1.0 vs 0.5"),
+    ):
         g = gate(report, gid)
-        assert g["status"] == "fail" and "trained different configurations" in g["message"], g["message"]
-        assert "train.grad_clip 0.5 vs 1.0" in g["message"] or "train.grad_clip 1.0 vs 0.5" in g["message"]
+        assert g["status"] == "pass", g["message"]
+        assert f"config keys differ, no observed quantity does: {key}" in g["message"], g["message"]
+    assert code == 0
+
+    def other_lr(m: dict) -> None:
+        relabel(m, lr=2 * m["config"]["train"]["lr"])
+        m["lr"] = [2 * x for x in m["lr"]]
+
+    edit(own / "runs/thread/metrics.json", other_lr)
+    code, report = check(own)
+    g = gate(report, "loss_match.thread")
+    assert g["status"] == "fail" and "observed: thread vs single: " in g["message"], g["message"]
+    assert " changed lr per step: " in g["message"] and "train.lr " in g["message"], g["message"]
     assert code == 1 and gate(report, "loss_match.proc")["status"] == "pass"
 
 

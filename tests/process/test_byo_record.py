@@ -23,6 +23,7 @@ from contracts.lockfile import Busy, WriteLock
 from contracts.outputs import OutputRefused
 from runrecord import RunRecorder, RunRecordError
 from runrecord.dropout import SeededDropout
+from xtrain.core.checkpoint import param_digest, param_shapes_digest
 
 CONFIG = {"seed": 7, "model": {"dim": 8}, "train": {"steps": 4, "eval_every": 2}}
 
@@ -258,6 +259,32 @@ def test_without_the_model_train_mode_and_masks_are_not_recorded(tmp_path: Path)
     train(rec, model)
     m = rec.finish(model)
     assert "eval_mode_steps" not in m and "dropout" not in m  # absent: not recorded, never "none"
+
+
+def test_the_weights_before_the_first_step_and_the_shapes_are_recorded(tmp_path: Path) -> None:
+    """init_param_digest: the watched model's weights before any step (the DDP gate compares them);
+    param_shapes_digest: the parameters' names and shapes. A model watched only after samples() began
+    has no initial digest: absent, never a digest of updated weights."""
+    model = tiny()
+    before = param_digest(model)
+    rec = RunRecorder(CONFIG, tokens_per_step=4, model=model, run_dir=tmp_path / "w")
+    train(rec, model)
+    with torch.no_grad():
+        model[2].bias.add_(1.0)  # what the optimizer did
+    m = rec.finish()
+    assert m["init_param_digest"] == before != m["param_digest"] == param_digest(model)
+    assert m["param_shapes_digest"] == param_shapes_digest(model)
+    other = nn.Sequential(nn.Embedding(20, 8), nn.Dropout(0.1), nn.Linear(8, 21))
+    assert param_shapes_digest(other) != m["param_shapes_digest"]
+    late = RunRecorder(CONFIG, tokens_per_step=4, run_dir=tmp_path / "late")
+    late.samples([0, 1])
+    late.watch(model)
+    assert late._init_digest is None
+    model = tiny()
+    rec = RunRecorder(CONFIG, tokens_per_step=4, run_dir=tmp_path / "r")
+    train(rec, model)
+    m = rec.finish(model)
+    assert "init_param_digest" not in m and m["param_shapes_digest"] == param_shapes_digest(model)
 
 
 def masks(rows: list[int], batches: list[list[int]]) -> tuple[torch.Tensor, int]:

@@ -250,10 +250,24 @@ def test_a_non_finite_first_step_fails(single: dict, thread2: dict) -> None:
     assert "first step" in failed_checks(verdict(single, bad))
 
 
-def test_runs_of_different_configs_are_not_compared(single: dict, thread2: dict) -> None:
-    other = dict(copy.deepcopy(thread2), config_hash="0123456789abcdef")
-    outcome = verdict(single, other)
-    assert outcome.status == "fail" and "different configurations" in outcome.message
+def test_the_trainer_records_the_initial_weights_and_the_shapes(single: dict, thread2: dict) -> None:
+    """What check_observed compares: rank 0's weights before step 0 and the parameters' names and
+    shapes, the same for a single-device run and a DDP one of the same config."""
+    for key in ("init_param_digest", "param_shapes_digest"):
+        assert len(single[key]) == 64 and single[key] == thread2[key], key
+    assert single["init_param_digest"] != single["param_digest"]  # before training, not after
+
+
+def test_runs_of_another_seed_fail_naming_the_seed_and_the_initial_weights(
+    tiny_data: TinyData, single: dict, tmp_path: Path
+) -> None:
+    """Judged by what the runs did: another seed starts from other weights, and the message names the
+    config key with the observation it changed (no refusal on the config's text)."""
+    spec = tiny_spec(tiny_data, launcher="thread", run_dir=tmp_path, model=DROPOUT, train=TRAIN, seed=1235)
+    run_threads(spec, 2, 30)
+    outcome = verdict(single, metrics(tmp_path))
+    assert outcome.status == "fail"
+    assert "observed: thread vs single: seed 1235 vs 1234 changed initial parameters: " in outcome.message
 
 
 # --- the parts the gate relies on ----------------------------------------------------------------

@@ -42,8 +42,13 @@ def run(steps: int = 4, world: int = 1, **changes) -> dict:
         "world": world,
         "device": "cpu",
         "precision": "fp32",
+        "tokens_per_step": 256,
+        "n_params": 1234,
+        "param_shapes_digest": "5" * 64,
+        "init_param_digest": "a" * 64,
         "train_loss": [4.0 - 0.5 * i for i in range(steps)],
         "grad_norm": [2.0 + i for i in range(steps)],
+        "lr": [1e-3 * (i + 1) for i in range(steps)],
         "samples": {
             "count": [8] * steps,
             "hash_sum": [100 + i for i in range(steps)],
@@ -71,12 +76,21 @@ def test_identical_shapes_have_no_problem() -> None:
     assert shape_problem(run(), twin(run()), "thread") is None
 
 
-def test_another_config_is_named_with_its_differing_keys() -> None:
+def test_another_config_alone_is_no_shape_problem() -> None:
+    """The configs' text is check_observed's information, never a refusal (issue 54 item 1)."""
     s = run()
-    d = twin(s, config_hash="h2", config={"train": {"lr": 0.2}})
+    d = twin(s, config_hash="h2", config={"train": {"lr": 0.2, "out_dir": "out-thread"}})
+    assert shape_problem(s, d, "thread") is None
+
+
+def test_another_length_is_refused_naming_the_config_keys() -> None:
+    s = run(steps=4)
+    d = twin(run(steps=6), config_hash="h2", config={"train": {"lr": 0.1, "steps": 6}})
     assert shape_problem(s, d, "thread") == (
-        "runs/thread and runs/single trained different configurations (config_hash h2 vs h1; differing "
-        "keys: train.lr 0.2 vs 0.1): re-run both with one config"
+        "runs/thread trained 6 steps, runs/single 4 (config: train.steps 6 vs '<absent>'): train both as long"
+    )
+    assert shape_problem(s, twin(run(steps=6)), "thread") == (
+        "runs/thread trained 6 steps, runs/single 4: train both as long"
     )
 
 
@@ -85,6 +99,7 @@ def test_another_config_is_named_with_its_differing_keys() -> None:
     [
         ("train_loss", ("train_loss",)),
         ("grad_norm", ("grad_norm",)),
+        ("lr", ("lr",)),
         ("samples.count", ("samples", "count")),
         ("samples.hash_sum", ("samples", "hash_sum")),
         ("samples.dropout_hash_sum", ("samples", "dropout_hash_sum")),
@@ -360,7 +375,7 @@ def test_equivalent_runs_pass_with_every_check_in_the_message() -> None:
     assert o.message == (
         "world 2 vs 1: 4 steps consumed exactly the single rows; 4 steps drew the same masks as single; "
         "loss[0] rel 0, grad_norm[0] rel 0, val_loss@0 rel 0; max rel 0 at step 0 over 4 of 4 steps and 3 "
-        "evals; final val 2.00000 vs single 2.00000 (diff +0.00e+00, tolerance 0.01)"
+        "evals; final val 2.00000 vs single 2.00000 (diff +0.00e+00, tolerance 0.01); the same rows per step, tokens per step, lr per step, parameter count, parameter shapes, initial parameters as single"
     )
 
 
@@ -490,7 +505,9 @@ def test_parity_names_thread_as_the_reference_everywhere() -> None:
     assert o.status == "pass" and o.message.startswith(
         "world 2 vs 2: 4 steps consumed exactly the thread rows; 4 steps drew the same masks as thread; "
     )
-    assert o.message.endswith("final val 2.00000 vs thread 2.00000 (diff +0.00e+00, tolerance 0.01)")
+    assert o.message.endswith(
+        "final val 2.00000 vs thread 2.00000 (diff +0.00e+00, tolerance 0.01); the same rows per step, tokens per step, lr per step, parameter count, parameter shapes, initial parameters as thread"
+    )
     o = equivalence(thread, twin(thread, world=4), "proc", LOSS_MATCH, ref="thread")
     assert (o.status, o.message) == (
         "fail",

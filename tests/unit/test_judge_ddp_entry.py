@@ -304,7 +304,9 @@ def test_a_check_not_applied_is_named_in_a_pass_and_in_a_fail() -> None:
     assert o.message == (
         "world 2 vs 1: 4 steps consumed exactly the single rows; dropout masks: not applied: "
         f"{NOT_RECORDED}; loss[0] rel 0, grad_norm[0] rel 0, val_loss@0 rel 0; max rel 0 at step 0 over 4 "
-        "of 4 steps and 3 evals; final val 2.00000 vs single 2.00000 (diff +0.00e+00, tolerance 0.01)"
+        "of 4 steps and 3 evals; final val 2.00000 vs single 2.00000 (diff +0.00e+00, tolerance 0.01); the "
+        "same rows per step, lr per step, parameter count as single (tokens per step, parameter shapes, "
+        "initial parameters: not recorded)"
     )
     d["final_val_loss"] = 2.5
     o = equivalence(s, d, "thread", LOSS_MATCH)

@@ -264,6 +264,7 @@ def failures() -> dict[str, tuple[dict, dict]]:
     cases = {}
     s["dropout"] = {"masks": "seeded", "modules": 1, "p": [0.1]}  # runrecord saw the model
     s["samples"]["dropout_hash_sum"] = [11] * STEPS
+    s["init_param_digest"] = "a" * 64
     for name, edit in {
         "samples": lambda d: d["samples"]["count"].__setitem__(0, 7),
         "hash": lambda d: d["samples"]["hash_sum"].__setitem__(2, 9),
@@ -274,7 +275,10 @@ def failures() -> dict[str, tuple[dict, dict]]:
         "end": lambda d: d.update(final_val_loss=9.0),
         "disjoint": lambda d: d.update(eval=[{"step": 1, "loss": 4.9}], final_val_loss=4.9),
         "train_mode": lambda d: d.update(eval_mode_steps=[2, 3]),
-        "config": lambda d: d.update(config_hash="other", config={**d["config"], "seed": 1}),
+        # a config change the runs show (observed quantities, not config text, are judged)
+        "config": lambda d: d.update(
+            config_hash="other", config={**d["config"], "seed": 1}, init_param_digest="b" * 64
+        ),
     }.items():
         d = copy.deepcopy(s) | {"world": 2}
         edit(d)

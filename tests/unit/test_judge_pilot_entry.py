@@ -525,8 +525,10 @@ def test_launcher_checks_name_the_run_and_hand_it_the_cells_tier() -> None:
         "vs single",
         False,
         "world 2 vs 1: samples: samples differ at 1 of 6 steps, first step 0: the ranks consumed 9 rows, single "
-        "0: rows missing or duplicated (xtrain/core/data.py shard_rows, step_batch). Next: see docs/ddp-gate.md; "
-        "compare runs/single/loss.csv with runs/pilot/base/thread/loss.csv",
+        "0: rows missing or duplicated (xtrain/core/data.py shard_rows, step_batch); observed: pilot/base/thread "
+        "vs single: rows per step: 9 vs 0 at step 0 (the same config): each rank reads its share of the step's "
+        "global batch: divide the gradient accumulation (or the batch) by the world size. Next: see "
+        "docs/ddp-gate.md; compare runs/single/loss.csv with runs/pilot/base/thread/loss.csv",
     )
     del runs["dropout", "single"]
     checks, _ = launcher_checks(CPU, "dropout", "thread", runs, T)

@@ -166,19 +166,26 @@ def test_a_hand_edited_hash_on_a_params_run_names_both() -> None:
 # ---- runs referenced against each other -----------------------------------------------------------
 
 
-def test_a_thread_run_of_another_config_is_refused_naming_the_key() -> None:
+def test_a_thread_run_of_another_config_is_judged_by_what_it_did() -> None:
     """Without params.yaml describing runs the records are the truth: two runs of different identity
-    are refused by the gate that compares them (gates/judges/ddp.py shape_problem), naming the keys."""
-    base = {"seed": 0, "model": {"dim": 32}, "train": {"steps": 6, "eval_every": 3, "grad_accum": 1}}
+    are compared by what they did (gates/judges/ddp.py check_observed); the config keys are named as
+    the cause where an observed quantity differs, and as information where none does."""
+    base = {"seed": 0, "model": {"dim": 32}, "train": {"steps": 6, "eval_every": 3, "grad_accum": 2}}
     single = record(base, "single", 1)
     other = copy.deepcopy(base)
-    other["train"]["grad_accum"] = 2
+    other["train"]["grad_accum"] = 1  # per rank at world 2: the global batch unchanged
     thread = record(other, "thread", 2)
     assert expect.run_problems(None, "thread", thread) == []  # each record is consistent with itself
     lm = {"max_rel": 1e-3, "cpu": {"first_step_rtol": 1e-5, "prefix_steps": None, "final_val_atol": 0.01}}
-    single["device"] = thread["device"] = "cpu"
-    single["precision"] = thread["precision"] = "fp32"
+    for m in (single, thread):
+        m.update(device="cpu", precision="fp32", final_val_loss=2.0, tokens_per_step=64, n_params=9)
+    outcome = ddp.equivalence(single, thread, "thread", lm)
+    assert outcome.status == "pass", outcome.message
+    assert "config keys differ, no observed quantity does: train.grad_accum 1 vs 2" in outcome.message
+    thread["samples"]["count"] = [4] * 6  # the accumulation divided twice: half the rows
     outcome = ddp.equivalence(single, thread, "thread", lm)
     assert outcome.status == "fail"
-    assert "trained different configurations" in outcome.message
-    assert "differing keys: train.grad_accum 2 vs 1" in outcome.message
+    assert (
+        "train.grad_accum 1 vs 2 changed rows per step: 4 vs 8 at step 0 (and 5 more steps)"
+        in outcome.message
+    )

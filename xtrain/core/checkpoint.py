@@ -45,6 +45,14 @@ def param_digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
+def param_shapes_digest(model: nn.Module) -> str:
+    """sha256 over every parameter's name and shape, in name order: equal digests = the same model shape."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_parameters()):
+        h.update(f"{name}:{list(p.shape)};".encode())
+    return h.hexdigest()
+
+
 def load_model_tensors(model: nn.Module, tensors: dict[str, torch.Tensor]) -> None:
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     tied = getattr(getattr(model, "cfg", None), "tie_embeddings", False)

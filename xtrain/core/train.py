@@ -27,7 +27,7 @@ from contracts.fileio import atomic_write_text
 from params.cadence import eval_due
 from params.config import TrainConfig
 from xtrain.core import failpoints
-from xtrain.core.checkpoint import param_digest, restore, save_checkpoint
+from xtrain.core.checkpoint import param_digest, param_shapes_digest, restore, save_checkpoint
 from xtrain.core.checkpoint_files import read_state
 from xtrain.core.comm import Communicator, FlatGrads
 from xtrain.core.data import TokenData, eval_batches, step_batch
@@ -65,8 +65,11 @@ class History:
     # The training steps at which some rank's model had a module out of training mode (T21: dropout
     # silently off). Recorded, never raised: the gates decide (loss_match, launcher_parity, pilot).
     eval_mode_steps: list[int] = field(default_factory=list)
+    # param_digest before step 0 (rank 0): the loss_match gate compares it (metrics.json init_param_digest)
+    init_param_digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        init = {"init_param_digest": self.init_param_digest} if self.init_param_digest else {}
         return {
             "train_loss": self.train_loss,
             "grad_norm": self.grad_norm,
@@ -74,6 +77,7 @@ class History:
             "eval": self.evals,
             "samples": self.samples(),
             "eval_mode_steps": self.eval_mode_steps,
+            **init,
         }
 
     def samples(self) -> dict[str, list[int]]:
@@ -105,6 +109,7 @@ class History:
             list(samples.get("hash_sum", [])),
             list(samples.get("dropout_hash_sum", [])),
             list(d.get("eval_mode_steps", [])),
+            d.get("init_param_digest"),  # older checkpoints: not recorded
         )
 
 
@@ -424,6 +429,8 @@ def train_rank(comm: Communicator, model: Transformer, data: TokenData, spec: Ru
     trainer = build_trainer(comm, model, data, spec)
     ckpt = Checkpointer.for_rank(spec, comm.rank)
     history, start = ckpt.resume(model, trainer.opt)
+    if start == 0 and comm.rank == 0:
+        history.init_param_digest = param_digest(model)
     progress = Progress(t.steps, start, f"{spec.launcher} w{comm.world}", enabled=comm.rank == 0)
     if start == 0 and eval_due(t.eval_every, t.steps, 0):
         history.evals.append({"step": 0, "loss": evaluate(model, data, spec, comm)})
@@ -538,6 +545,8 @@ def metrics_dict(spec: RunSpec, result: RankResult, model: nn.Module) -> dict[st
         "resumed_from_step": result.start_step or None,
         "perf": {"windows": result.windows, "warmup_windows": 1, "peak_memory": result.peak_memory},
         "param_digest": result.param_digest,
+        "param_shapes_digest": param_shapes_digest(model),
+        **({"init_param_digest": h.init_param_digest} if h.init_param_digest else {}),
         "cross_rank": {
             "max_abs_diff": max(result.cross_rank_max_abs),
             "per_rank": [
