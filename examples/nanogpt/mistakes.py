@@ -38,7 +38,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TRAIN = HERE / "train.py"
-BESIDE = ("model.py", "configurator.py", "prepare.py", "config", "data")  # copied next to the patched train.py
+BESIDE = (
+    "model.py",
+    "configurator.py",
+    "prepare.py",
+    "config",
+    "data",
+)  # copied next to the patched train.py
 
 
 class PatchError(ValueError):
@@ -65,28 +71,53 @@ STEP = "    rec.step(loss=loss_sum.item() / ddp_world_size, grad_norm=grad_norm,
 MISTAKES = [
     Mistake(
         "unsynced_grads",
-        ((SYNC, "            model.require_backward_grad_sync = False # MISTAKE: gradients never all-reduced"),),
+        (
+            (
+                SYNC,
+                "            model.require_backward_grad_sync = False # MISTAKE: gradients never all-reduced",
+            ),
+        ),
         "cross_rank.proc",
         "The ranks did not apply identical updates",
         what="require_backward_grad_sync False on every micro-step (no_sync always): no gradient all-reduce",
     ),
     Mistake(
         "init_after_wrap",
-        ((UNWRAP, UNWRAP + "\nif ddp: raw_model.apply(raw_model._init_weights) # MISTAKE: per-rank init after the wrap"),),
+        (
+            (
+                UNWRAP,
+                UNWRAP
+                + "\nif ddp: raw_model.apply(raw_model._init_weights) # MISTAKE: per-rank init after the wrap",
+            ),
+        ),
         "loss_match.proc",
         "the gradients differ (grad_norm first out at step 0)",
         what="each rank re-initialises its weights (seed 1337 + rank) after DDP wrapped the model",
     ),
     Mistake(
         "lr_ahead_rank1",
-        ((LR, "    lr = get_lr(iter_num + (seed_offset == 1)) if decay_lr else learning_rate # MISTAKE: rank 1 a step ahead"),),
+        (
+            (
+                LR,
+                "    lr = get_lr(iter_num + (seed_offset == 1)) if decay_lr else learning_rate # MISTAKE: rank 1 a step ahead",
+            ),
+        ),
         "cross_rank.proc",
         "The ranks did not apply identical updates",
         what="the LR schedule one step ahead on rank 1",
     ),
     Mistake(
         "accum_undivided_rank1",
-        ((SCALE, SCALE.replace("loss / gradient_accumulation_steps", "loss / (1 if seed_offset == 1 else gradient_accumulation_steps)") + " # MISTAKE: not on rank 1"),),
+        (
+            (
+                SCALE,
+                SCALE.replace(
+                    "loss / gradient_accumulation_steps",
+                    "loss / (1 if seed_offset == 1 else gradient_accumulation_steps)",
+                )
+                + " # MISTAKE: not on rank 1",
+            ),
+        ),
         "loss_match.proc",
         "the gradients differ (grad_norm first out at step 0)",
         what="rank 1 does not divide its micro-batch loss by gradient_accumulation_steps",
@@ -113,7 +144,12 @@ CONTROLS = [
     ),
     Mistake(
         "sync_every_micro_step",
-        ((SYNC, "            model.require_backward_grad_sync = True # CONTROL: all-reduce every micro-step"),),
+        (
+            (
+                SYNC,
+                "            model.require_backward_grad_sync = True # CONTROL: all-reduce every micro-step",
+            ),
+        ),
         None,
         "16 steps consumed exactly the single rows",
         what="gradients all-reduced at every micro-step (slower, the same mean gradient)",
@@ -123,19 +159,31 @@ CONTROLS = [
 AS_IS = Mistake(
     "as_is",
     (
-        ("eval_gen = torch.Generator().manual_seed(1337) # showcase same-batches: evaluation's own generator\n", ""),
-        ("def get_batch(split, fetch=None): # showcase same-batches: fetch = the training micro-batch's number",
-         "def get_batch(split):"),
-        ("""    if fetch is None: # showcase same-batches: evaluation draws from eval_gen, not the global RNG dropout shares
+        (
+            "eval_gen = torch.Generator().manual_seed(1337) # showcase same-batches: evaluation's own generator\n",
+            "",
+        ),
+        (
+            "def get_batch(split, fetch=None): # showcase same-batches: fetch = the training micro-batch's number",
+            "def get_batch(split):",
+        ),
+        (
+            """    if fetch is None: # showcase same-batches: evaluation draws from eval_gen, not the global RNG dropout shares
         ix = torch.randint(len(data) - block_size, (batch_size,), generator=eval_gen)
     else: # showcase same-batches: the step's global batch from a generator seeded by the step, then this rank's share
         step, micro = divmod(fetch, gradient_accumulation_steps)
         ix = torch.randint(len(data) - block_size, (ddp_world_size * gradient_accumulation_steps * batch_size,), generator=torch.Generator().manual_seed(1337 + step))
         ix = ix.view(-1, batch_size)[seed_offset * gradient_accumulation_steps + micro] # seed_offset: the rank""",
-         "    ix = torch.randint(len(data) - block_size, (batch_size,))"),
-        ("X, Y = get_batch('train', 0) # fetch the very first batch", "X, Y = get_batch('train') # fetch the very first batch"),
-        ("        X, Y = get_batch('train', iter_num * gradient_accumulation_steps + micro_step + 1)",
-         "        X, Y = get_batch('train')"),
+            "    ix = torch.randint(len(data) - block_size, (batch_size,))",
+        ),
+        (
+            "X, Y = get_batch('train', 0) # fetch the very first batch",
+            "X, Y = get_batch('train') # fetch the very first batch",
+        ),
+        (
+            "        X, Y = get_batch('train', iter_num * gradient_accumulation_steps + micro_step + 1)",
+            "        X, Y = get_batch('train')",
+        ),
     ),
     "loss_match.proc",
     "samples differ",
@@ -152,7 +200,9 @@ def patched(mistake: Mistake, text: str | None = None) -> str:
     for anchor, replacement in mistake.patches:
         n = text.count(anchor)
         if n != 1:
-            raise PatchError(f"{mistake.name}: anchor {anchor.strip()[:60]!r} occurs {n} times in train.py, not once")
+            raise PatchError(
+                f"{mistake.name}: anchor {anchor.strip()[:60]!r} occurs {n} times in train.py, not once"
+            )
         text = text.replace(anchor, replacement)
     return text
 

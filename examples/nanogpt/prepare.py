@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
     with open(args.out / "meta.pkl", "wb") as f:
         pickle.dump(meta, f)
-    print(f"{len(text):,} characters, vocab {len(chars)}: train {cut:,}, val {len(ids) - cut:,} -> {args.out.relative_to(HERE) if args.out.is_relative_to(HERE) else args.out}")
+    print(
+        f"{len(text):,} characters, vocab {len(chars)}: train {cut:,}, val {len(ids) - cut:,} -> {args.out.relative_to(HERE) if args.out.is_relative_to(HERE) else args.out}"
+    )
     return 0
 
 
