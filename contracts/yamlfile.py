@@ -202,7 +202,7 @@ def load_file(path: str | Path, hint: str = "", limit: int = MAX_BYTES) -> Any:
             source,
             where(e),
             problem(e),
-            "plain YAML, one meaning per value (contracts/yamlfile.py)",
+            "plain YAML, one meaning per value",
         ) from None
     except yaml.YAMLError as e:
         raise ValidationError(source, where(e), f"not valid YAML: {problem(e)}") from None

@@ -79,8 +79,8 @@ def plain_json(call: str, arg: str, value: Any) -> Any:
 
 
 def run_config(config: Any) -> dict[str, Any]:
-    """The run's config: seed, model, train, with train.steps >= 1 and train.eval_every >= 0 (the
-    run's shape, which the gates check the record against)."""
+    """The run's config: seed, model, train, with train.steps >= 1 (the run's length, which the gates
+    check the record against) and train.eval_every >= 0 where given (rec.eval_due's cadence)."""
     call = "RunRecorder"
     if not isinstance(config, dict):
         raise RunRecordError(call, "config", f"a {type(config).__name__}, not a dict")
@@ -89,7 +89,8 @@ def run_config(config: Any) -> dict[str, Any]:
         raise RunRecordError(call, "config", f"missing {', '.join(missing)}", "seed, model, train")
     if not isinstance(config["train"], dict):
         raise RunRecordError(call, "config.train", f"a {type(config['train']).__name__}, not a dict")
-    rule = "the gates take the run's length and eval steps from train.steps and train.eval_every"
-    for key, least in (("steps", 1), ("eval_every", 0)):
-        count(call, f"config.train.{key}", config["train"].get(key), least, rule)
+    rule = "the run's length in optimizer steps (the gates check the record against it)"
+    count(call, "config.train.steps", config["train"].get("steps"), 1, rule)
+    if config["train"].get("eval_every") is not None:
+        count(call, "config.train.eval_every", config["train"]["eval_every"], 0, "rec.eval_due's cadence")
     return plain_json(call, "config", config)

@@ -14,11 +14,12 @@ from torch import nn
 
 from contracts.errors import XtrainError
 from contracts.lockfile import WriteLock
-from params.cadence import eval_due, eval_steps
+from params.cadence import eval_due
 from params.identity import config_identity
 from runrecord import arguments
 from runrecord.arguments import RunRecordError
 from runrecord.dropout import MODES, install
+from runrecord.one_line import one_line_errors
 from runrecord.record_folder import check_run_dir, hold, write_record
 from xtrain.core.checkpoint import param_digest
 from xtrain.core.env import fingerprint
@@ -30,8 +31,10 @@ from xtrain.core.peak_memory import peak_bytes, peak_record
 # (params/identity.py, one identity with our trainer's). 1.3: model= (train mode per step, dropout
 # masks seeded per sample or switched off: metrics.json eval_mode_steps and dropout), run_dir= checked
 # at construction, every value checked where it arrives, the run folder staged and guarded,
-# finish(checkpoint=True) by default.
-API_VERSION = "1.3"
+# finish(checkpoint=True) by default. 1.4: evals at any steps, on rank 0 alone if the loop evaluates
+# there (the record lists the steps evaluated; config.train.eval_every optional); a refusal uncaught
+# by the loop is one line on stderr, not a traceback.
+API_VERSION = "1.4"
 METRICS_FORMAT = "xtrain-metrics/1"
 WINDOW_STEPS = 5  # timing windows of this many steps; the first is warm-up
 
@@ -64,6 +67,7 @@ class RunRecorder:
         run_dir: str | Path | None = None,
     ) -> None:
         call = "RunRecorder"
+        one_line_errors()  # a refusal the loop does not catch: one line and exit 2, not a traceback
         self.config = arguments.run_config(config)  # a plain JSON copy: what the record will hold
         self.tokens_per_step = arguments.count(
             call, "tokens_per_step", tokens_per_step, 1, "the tokens one optimizer step trains, all ranks"
@@ -132,9 +136,18 @@ class RunRecorder:
 
     def eval_due(self, done: int) -> bool:
         """Whether to evaluate after `done` optimizer steps: at 0, every train.eval_every steps and after
-        the last one (params/cadence.py, the rule the gates check a record's evals against)."""
+        the last one. A suggestion: rec.eval() accepts any step, and the gates compare the steps both
+        runs evaluated at."""
         done = arguments.count("eval_due", "done", done, 0, "optimizer steps done")
-        return eval_due(self.config["train"]["eval_every"], self.steps, done)
+        every = self.config["train"].get("eval_every")
+        if every is None:
+            raise RunRecordError(
+                "eval_due",
+                "",
+                "config.train.eval_every is not set",
+                "set it, or evaluate where your loop does",
+            )
+        return eval_due(every, self.steps, done)
 
     def samples(self, indices: list[int] | torch.Tensor, dropout_seeds: list[int] | None = None) -> None:
         """The dataset indices of this rank's next micro-batch, one per batch row, before its forward."""
@@ -186,19 +199,23 @@ class RunRecorder:
         self._step_end.append(time.perf_counter())
 
     def eval(self, step: int, loss: float) -> None:
-        """A validation loss after `step` optimizer steps (0: before training), the same on every rank."""
+        """A validation loss after `step` optimizer steps (0: before training), at any step the loop
+        evaluates. Rank 0's evals are the record's: a loop that evaluates on rank 0 alone calls it there
+        only; other ranks may call it too (their values are not written)."""
         step = arguments.count("eval", "step", step, 0, "optimizer steps done before this evaluation")
         if step != len(self.train_loss):
-            raise RunRecordError("eval", "step", f"{step}, after {len(self.train_loss)} recorded steps")
+            raise RunRecordError(
+                "eval",
+                "step",
+                f"{step}, after {len(self.train_loss)} recorded steps",
+                "the optimizer steps done so far: call rec.step() once per optimizer step, then rec.eval()",
+            )
         if any(e["step"] == step for e in self.evals):
             raise RunRecordError("eval", "step", f"{step} is recorded already")
-        if not self.eval_due(step):
-            due = eval_steps(self.config["train"])
-            raise RunRecordError("eval", "step", f"{step} is not due", f"evaluate at {due} (rec.eval_due)")
         self.evals.append({"step": step, "loss": arguments.real("eval", "loss", loss)})
 
     def _observe_mode(self) -> None:
-        """Mark the open step if a module of the watched model is not in training mode (T21)."""
+        """Mark the open step if a module of the watched model is not in training mode."""
         if self._model is None:
             return
         name = next(
@@ -262,18 +279,14 @@ class RunRecorder:
         return Path(run_dir) if run_dir is not None else self.run_dir  # type: ignore[return-value]
 
     def _refuse_incomplete(self) -> None:
-        """A record the gates would refuse is refused here, on every rank alike, before anything is written."""
+        """A record the gates would refuse is refused here, on every rank alike, before anything is written.
+        Evals are not: any steps, rank 0's alone (the gates compare the steps both runs evaluated at)."""
         if len(self.train_loss) != self.steps:
             raise RunRecordError(
                 "finish", "", f"{len(self.train_loss)} steps recorded, train.steps {self.steps}"
             )
         if any(self._pending):
             raise RunRecordError("finish", "", "samples() after the last step()")
-        want, got = eval_steps(self.config["train"]), [e["step"] for e in sorted(self.evals, key=_step)]
-        if got != want:
-            raise RunRecordError(
-                "finish", "eval", f"evals at steps {got}", f"train.eval_every implies {want}"
-            )
 
     def _agree_on_target(self, target: Path, model: nn.Module) -> None:
         """Rank 0 checks the run folder (contracts/outputs.py); every rank raises if it is refused."""

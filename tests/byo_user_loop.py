@@ -39,6 +39,9 @@ OPTIONS = {
     "eval_rows": 8,
     "dropout_mode": "seed",
     "mistake": None,
+    "eval_rank0": False,  # evaluate on rank 0 alone, all of the eval rows (nanoGPT's estimate_loss)
+    "eval_at": None,  # the steps to evaluate at (any steps); None: where rec.eval_due says
+    "old_eval_rule": False,  # a negative control: runrecord 1.3's finish(), every rank's evals the cadence's
 }
 MISTAKES = (
     "no_sampler",  # every rank reads the first rows of the batch (no DistributedSampler)
@@ -128,12 +131,14 @@ def train(o: dict, tokens: dict, vocab: int, world: int, rank: int) -> None:
         dropout=o["dropout_mode"],
         run_dir=o["run_dir"],
     )
+    if o["old_eval_rule"]:
+        plant_old_eval_rule(rec)
     net = nn.parallel.DistributedDataParallel(model) if o["ddp"] == "torch" and world > 1 else model
     opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=0.9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 2) * 0.8**s)
     n_windows = (tokens["train"].numel() - 1) // o["seq_len"]
-    if rec.eval_due(0):
-        rec.eval(0, evaluate(model, tokens["val"], o, world, rank))  # runrecord
+    if due(o, rec, 0):
+        validate(rec, 0, model, tokens["val"], o, world, rank)
     for step in range(o["steps"]):
         gen = torch.Generator().manual_seed(1234 * 1000 + step)
         batch = torch.randint(0, n_windows, (o["global_batch"],), generator=gen).tolist()
@@ -150,9 +155,39 @@ def train(o: dict, tokens: dict, vocab: int, world: int, rank: int) -> None:
             dist.all_reduce(mean)
             mean /= world
         rec.step(mean.item(), norm.item(), lr)  # runrecord: mean loss over ranks, norm before clipping
-        if rec.eval_due(step + 1):
-            rec.eval(step + 1, evaluate(model, tokens["val"], o, world, rank))  # runrecord
+        if due(o, rec, step + 1):
+            validate(rec, step + 1, model, tokens["val"], o, world, rank)
     rec.finish()  # runrecord: every rank; rank 0 writes the run folder
+
+
+def plant_old_eval_rule(rec: RunRecorder) -> None:
+    """runrecord 1.3's finish() re-planted: every rank must hold the evals train.eval_every implies."""
+    from params.cadence import eval_steps
+    from runrecord import RunRecordError
+
+    complete = rec._refuse_incomplete
+
+    def refuse() -> None:
+        complete()
+        want, got = eval_steps(rec.config["train"]), [e["step"] for e in rec.evals]
+        if got != want:
+            raise RunRecordError(
+                "finish", "eval", f"evals at steps {got}", f"train.eval_every implies {want}"
+            )
+
+    rec._refuse_incomplete = refuse  # type: ignore[method-assign]
+
+
+def due(o: dict, rec: RunRecorder, done: int) -> bool:
+    return done in o["eval_at"] if o["eval_at"] is not None else rec.eval_due(done)
+
+
+def validate(rec: RunRecorder, done: int, model, val, o: dict, world: int, rank: int) -> None:
+    """Every rank its shard (all-reduced), or rank 0 alone all of the rows, and rec.eval there."""
+    if not o["eval_rank0"]:
+        rec.eval(done, evaluate(model, val, o, world, rank))  # runrecord
+    elif rank == 0:
+        rec.eval(done, evaluate(model, val, o, 1, 0))  # runrecord: on rank 0 only
 
 
 def train_step(net, model, opt, tokens, mine, accum, o, rec, world) -> float:

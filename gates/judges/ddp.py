@@ -14,6 +14,10 @@ what survives chaos exactly or tightly, and bounds only the rest statistically:
 4. end of run: |final val loss - single's| <= final_val_atol, from the measured spread of
    equivalent reorderings on that tier.
 
+Evals are compared at the steps both runs evaluated at (a loop of its own evaluates where it does,
+on rank 0 alone or every rank): step 0 if both have it, the prefix's common steps, and the end at
+the last common step; two runs without one common eval step are named as such.
+
 Tiers are keyed by the run's device (metrics.json `device`) in params.yaml gates.loss_match; each
 bound is a tolerance of gates/judges/tolerance.py (Exact for 1, Approx for 2-4: |x - ref| <= atol + rtol|ref|).
 Pure functions of the two metrics dicts; never imports torch.
@@ -215,27 +219,39 @@ def check_first_step(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "sin
         "loss[0]": (ddp["train_loss"][0], single["train_loss"][0]),
         "grad_norm[0]": (ddp["grad_norm"][0], single["grad_norm"][0]),
     }
-    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
-    ev_d = {e["step"]: e["loss"] for e in ddp["eval"]}
-    if 0 in ev_s and 0 in ev_d:
-        pairs["val_loss@0"] = (ev_d[0], ev_s[0])
+    common = common_evals(ddp, single)
+    if 0 in common:
+        pairs["val_loss@0"] = common[0]
     rel = {k: rel_diffs([a], [b])[0] for k, (a, b) in pairs.items()}
     worst = max(rel, key=rel.__getitem__)
     detail = ", ".join(f"{k} rel {fmt(v)}" for k, v in rel.items())
     if tol.judge([a for a, _ in pairs.values()], [b for _, b in pairs.values()]).ok:
         return Check("first step", True, detail)
     a, b = pairs[worst]
-    hint = (
-        ". a whole multiple: gradients summed instead of averaged?"
-        if worst == "grad_norm[0]" and b and _near_integer_ratio(a / b)
-        else ""  # the verdict's Next names the side, told apart by what agrees (failure_case)
-    )
+    hint = WHOLE_MULTIPLE.get(worst, "") if b and _near_integer_ratio(a / b) else ""
     return Check(
         "first step",
         False,
         f"step 0 differs beyond summation order (rel <= {tol.rtol:g}): {worst} {a:.7g} vs {ref} {b:.7g}; "
         f"{detail}{hint}",
     )
+
+
+# A step-0 value a whole multiple of the reference's: what each one says (else the verdict's Next names
+# the side, told apart by what agrees: failure_case).
+WHOLE_MULTIPLE = {
+    "grad_norm[0]": ". a whole multiple: gradients summed instead of averaged? (summed over ranks, or the "
+    "loss not divided by the accumulation steps before backward)",
+    "loss[0]": ". a whole multiple: the loss must be divided by the accumulation steps before backward, "
+    "and the logged loss is the mean over micro-batches and ranks (not their sum, not one rank's times "
+    "the accumulation steps)",
+}
+
+
+def common_evals(run: Metrics, ref: Metrics) -> dict[int, tuple[float, float]]:
+    """{step: (run's eval loss, ref's)} at every step both evaluated at, in run's (increasing) order."""
+    ev_ref = {e["step"]: e["loss"] for e in ref["eval"]}
+    return {e["step"]: (e["loss"], ev_ref[e["step"]]) for e in run["eval"] if e["step"] in ev_ref}
 
 
 def _near_integer_ratio(r: float) -> bool:
@@ -249,10 +265,7 @@ def check_prefix(
     """The user's bound, over the steps before chaos: train losses and the evals inside them."""
     n = len(single["train_loss"]) if k is None else min(k, len(single["train_loss"]))
     train = tol.judge(ddp["train_loss"][:n], single["train_loss"][:n])
-    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
-    ev = {
-        e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s and e["step"] <= n
-    }
+    ev = {s: pair for s, pair in common_evals(ddp, single).items() if s <= n}
     evals = tol.judge([x for x, _ in ev.values()], [y for _, y in ev.values()], list(ev))
     rel = rel_diffs(ddp["train_loss"][:n], single["train_loss"][:n])
     worst_step = max(range(n), key=rel.__getitem__)
@@ -272,15 +285,47 @@ def check_prefix(
     return Check("prefix", False, f"{first}; max rel {fmt(worst)} over {scope}"), worst
 
 
+UNCHECKED_END = "the end of the run is unchecked"
+
+
 def check_end(single: Metrics, ddp: Metrics, tol: Approx, ref: str = "single") -> Check:
+    """The final val loss within its bound; where the runs' last evals are at other steps, the val loss
+    at the last step both evaluated at; none in common: named, the end unchecked."""
     a, b = ddp["final_val_loss"], single["final_val_loss"]
     if a is None or b is None:
-        return Check(
-            "end", False, "no final validation loss (train.eval_every: 0): the end of the run is unchecked"
-        )
+        return Check("end", False, f"no final validation loss{_no_evals(single, ddp)}: {UNCHECKED_END}")
+    last = [m["eval"][-1]["step"] if m["eval"] else None for m in (single, ddp)]
+    where = "final val"
+    if last[0] != last[1]:
+        common = common_evals(ddp, single)
+        if not common:
+            return Check(
+                "end",
+                False,
+                f"no common eval step: {ref} evaluated at steps {_steps(single)}, the other at "
+                f"{_steps(ddp)}: {UNCHECKED_END}",
+            )
+        step = max(common)
+        a, b = common[step]
+        where = f"val at step {step} (the last of {len(common)} eval steps both runs have)"
     diff = a - b if math.isfinite(a) and math.isfinite(b) else math.inf
-    detail = f"final val {a:.5f} vs {ref} {b:.5f} (diff {diff:+.2e}, tolerance {tol.atol:g})"
+    detail = f"{where} {a:.5f} vs {ref} {b:.5f} (diff {diff:+.2e}, tolerance {tol.atol:g})"
     return Check("end", tol.within(a, b), detail)
+
+
+def _steps(m: Metrics) -> str:
+    """A run's eval steps, the first and last few of a long list."""
+    steps = [e["step"] for e in m["eval"]]
+    if len(steps) <= 8:
+        return str(steps)
+    return f"[{', '.join(map(str, steps[:3]))}, ..., {', '.join(map(str, steps[-2:]))}] ({len(steps)} evals)"
+
+
+def _no_evals(single: Metrics, ddp: Metrics) -> str:
+    """Why a run has no final val loss, in its recorder's words."""
+    if own_trainer(single, ddp):
+        return " (no rec.eval() recorded)"
+    return " (train.eval_every: 0)"
 
 
 CASES = {
@@ -322,8 +367,7 @@ def failure_case(single: Metrics, ddp: Metrics, tier: Tier) -> str:
         got, ref = ddp[key][:n], single[key][:n]
         return tier.first_step.within(got[0], ref[0]) and tier.prefix.judge(got, ref).ok
 
-    ev_s = {e["step"]: e["loss"] for e in single["eval"]}
-    ev = {e["step"]: (e["loss"], ev_s[e["step"]]) for e in ddp["eval"] if e["step"] in ev_s}
+    ev = common_evals(ddp, single)
     evals = (
         (0 not in ev or tier.first_step.within(*ev[0]))
         and tier.prefix.judge([a for a, _ in ev.values()], [b for _, b in ev.values()]).ok
@@ -368,23 +412,45 @@ def equivalence(
         shown = "; ".join(f"{c.name}: not applied: {c.detail}" if not c.applied else c.detail for c in checks)
         return Outcome("pass", worst, threshold, f"{world}: {shown}", not_applied=skipped)
     bad = [c for c in checks if not c.ok]
-    names = [c.name for c in bad]
-    if names == ["end"]:
-        next_step = (
-            "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
-            "too tight for this profile (docs/ddp-gate.md)"
-        )
-    elif {"samples", "dropout masks"} & set(names):
-        next_step = f"see docs/ddp-gate.md; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
-    else:
-        next_step = f"{failure_case(single, ddp, tier)}; compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
     return Outcome(
         "fail",
         worst,
         threshold,
-        f"{world}: " + "; ".join(f"{c.name}: {c.detail}" for c in bad) + f". Next: {next_step}",
+        f"{world}: "
+        + "; ".join(f"{c.name}: {c.detail}" for c in bad)
+        + f". Next: {next_step(single, ddp, bad, tier, run, ref)}",
         not_applied=skipped,
     )
+
+
+def next_step(single: Metrics, ddp: Metrics, bad: list[Check], tier: Tier, run: str, ref: str) -> str:
+    """What to do after the failed checks `bad`: our design note for our own trainer's runs; for a
+    loop of its own, `python -m gates explain` and the user's own run files (no docs/ there)."""
+    files = f"compare runs/{ref}/loss.csv with runs/{run}/loss.csv"
+    gate = "launcher_parity" if ref == "thread" else f"loss_match.{run}"
+    yours = own_trainer(single, ddp)
+    names = [c.name for c in bad]
+    if names == ["end"] and bad[0].detail.endswith(UNCHECKED_END):
+        return (
+            f"evaluate both runs after one optimizer step (the last, say), then rerun them; see runs/{ref}/"
+            f"eval.csv and runs/{run}/eval.csv"
+            if yours
+            else "set train.eval_every > 0 and rerun both"
+        )
+    if names == ["end"]:
+        if yours:
+            return (
+                "a late divergence only (the exact checks passed): rerun with another seed; a real bug, or "
+                f"gates.loss_match.{ddp['device']}.final_val_atol too tight for your runs (python -m gates "
+                f"explain {gate})"
+            )
+        return (
+            "a late divergence only (exact checks passed): rerun with other seeds; a real bug or a tier "
+            "too tight for this profile (docs/ddp-gate.md)"
+        )
+    if {"samples", "dropout masks"} & set(names):
+        return f"{f'python -m gates explain {gate}' if yours else 'see docs/ddp-gate.md'}; {files}"
+    return f"{failure_case(single, ddp, tier)}; {files}"
 
 
 def describe_tiers(loss_match: dict[str, Any]) -> str:
@@ -487,17 +553,19 @@ def loss_match_gate(launcher: str) -> Gate:
         id=f"loss_match.{launcher}",
         checks=f"the {launcher}-per-rank DDP run against single-device training of the same config: the "
         "samples and dropout masks of every step (exact), step 0 (summation order), the loss over a prefix, "
-        "the final validation loss; both runs trained every step in train mode (metrics.json "
-        "eval_mode_steps empty: T21)",
+        "the validation loss at the steps both runs evaluated at; both runs trained every step in train "
+        "mode (metrics.json eval_mode_steps empty)",
         threshold=lambda t: describe_tiers(t["loss_match"]),
         judge=lambda a, t: loss_match(a, launcher, t["loss_match"]),
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
         "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
-        "chaotically, so only exact and early checks are tight (docs/ddp-gate.md)",
-        investigate=f"the message names the failing check. samples: xtrain/core/data.py sharding. first step: the "
-        f"reduction (xtrain/core/comm.py), sharding or dropout; a grad_norm[0] ratio of world means a sum, not a "
-        f"mean. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
-        f"runs/single/loss.csv, runs/{launcher}/loss.csv",
+        "chaotically, so only exact and early checks are tight",
+        investigate=f"the message names the failing check. samples: the sharding (each rank reads its own part "
+        f"of the step's global batch, together all of it). first step: the gradient reduction (a mean over "
+        f"ranks), the sharding, the init or dropout; a grad_norm[0] ratio of world means a sum, not a mean; a "
+        f"loss a whole multiple of single's: the loss must be divided by the accumulation steps before "
+        f"backward. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
+        f"runs/single/loss.csv, runs/{launcher}/loss.csv, eval.csv beside them",
         takes=("loss_match",),
         picture=lambda a, t: loss_match_picture(a, t, launcher),
     )
@@ -506,13 +574,13 @@ def loss_match_gate(launcher: str) -> Gate:
 LAUNCHER_PARITY = Gate(
     id="launcher_parity",
     checks="the process-per-rank (torchrun) trajectory against the thread-per-rank one; both trained "
-    "every step in train mode (metrics.json eval_mode_steps empty: T21)",
+    "every step in train mode (metrics.json eval_mode_steps empty)",
     threshold=lambda t: (
         "as loss_match, thread as the reference: "
         + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
     ),
     judge=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
-    why="the two launchers must differ only in how ranks start and how gradients travel (seed design: "
+    why="the two launchers must differ only in how ranks start and how gradients travel (measured: "
     "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
     investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
     "a samples or step-0 failure means the gradient path changed (DDP bucket order, reduction, sharding)",

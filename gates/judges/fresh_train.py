@@ -24,6 +24,7 @@ from gates.judges.tolerance import Approx, Exact, Verdict
 from gates.judges.training import refuse, run_metrics
 from gates.reading import goldens
 from gates.reading.artifacts import ArtifactError, Artifacts
+from gates.reading.expect import foreign_recorder
 from registry.store import Registry, RegistryError, compare_files
 
 EXACT = Exact()
@@ -63,7 +64,8 @@ def _judge_against(
     m: dict[str, Any], choice: goldens.Choice, policy: dict[str, Any], files: dict[str, str] | None
 ) -> Outcome:
     g = choice.entry.data
-    problems = goldens.coverage_problems(g, m["config"]["train"])  # the run's own config (refuse held it)
+    evaluated = [e["step"] for e in m["eval"]] if foreign_recorder(m) else None  # a loop's own steps
+    problems = goldens.coverage_problems(g, m["config"]["train"], evaluated)  # refuse held the config
     if problems:
         return failed(None, choice.tier, "; ".join(problems) + ": refusing to judge against it")
     if choice.tier == "exact":

@@ -91,7 +91,7 @@ def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str
             None,
             None,
             f"gates.perf.{device}.throughput is skip: window spreads on a shared {device} are too large to "
-            "judge (docs/perf-gates.md); peak memory is still judged",
+            "judge (python -m gates explain perf.throughput); peak memory is still judged",
         )
     env_id, base = baseline_for(a, runs)
     if base is None:
@@ -271,8 +271,8 @@ THROUGHPUT = Gate(
     ),
     judge=lambda a, t: throughput(a, t),
     why="a change that keeps the numerics but trains slower is a regression users feel first",
-    investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); the step with "
-    "python -m pipeline.bench --profile; git bisect with python -m gates bisect GOOD BAD --gate "
+    investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); profile one step "
+    "(torch.profiler); git bisect with python -m gates bisect GOOD BAD --gate "
     "perf.throughput; bless an understood change with python -m registry bless --perf --reason '...'",
     takes=("perf",),
     picture=lambda a, t: perf_picture(a, t, memory=False),

@@ -15,6 +15,7 @@ from gates.judges.outcome import Outcome, failed, fmt, passed
 from gates.judges.tolerance import Approx
 from gates.reading import expect
 from gates.reading.artifacts import Artifacts, NonFinite, StageNotRun
+from gates.reading.expect import foreign_recorder
 
 # param_sum is a float64 sum over n parameters: equal replicas may still differ by this much per
 # parameter and unit of the sum's size (one rounding per addition).
@@ -53,6 +54,12 @@ TRAIN_MODE_NEXT = (
     "restores it; the warning line of the run names the rank and the module); the steps are "
     "metrics.json eval_mode_steps"
 )
+# The same for a loop of its own (runrecord): its words, its files, nothing of this repository.
+TRAIN_MODE_NEXT_YOURS = (
+    "Next: every training step must start with the model in train mode: an evaluation or other call "
+    "left model.eval() on (call model.train() after evaluating; the run's warning line names the rank "
+    "and the module); the steps are in {files} (eval_mode_steps)"
+)
 
 
 def step_ranges(steps: list[int]) -> str:
@@ -64,13 +71,6 @@ def step_ranges(steps: list[int]) -> str:
         else:
             spans.append([s, s])
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans)
-
-
-def foreign_recorder(m: dict[str, Any]) -> str | None:
-    """The recorder that wrote the run when it is not xtrain's own trainer (runrecord names itself in
-    determinism.recorder), else None."""
-    recorder = (m.get("determinism") or {}).get("recorder")
-    return recorder if isinstance(recorder, str) and recorder else None
 
 
 def train_mode_problem(m: dict[str, Any], where: str, launcher: str) -> str | None:
@@ -90,10 +90,8 @@ def train_mode_problem(m: dict[str, Any], where: str, launcher: str) -> str | No
         )
     if not steps:
         return None
-    return (
-        f"model in eval mode at training steps {step_ranges(steps)} on {launcher} (dropout would be "
-        "silently off: the seed's T21)"
-    )
+    why = "dropout would be silently off" + ("" if foreign_recorder(m) else ": the seed's T21")
+    return f"model in eval mode at training steps {step_ranges(steps)} on {launcher} ({why})"
 
 
 def train_mode_unrecorded(runs: list[tuple[str, dict[str, Any]]]) -> str | None:
@@ -118,11 +116,17 @@ def with_train_mode(o: Outcome, runs: list[tuple[str, dict[str, Any]]]) -> Outco
     problems = [p for run, m in runs if (p := train_mode_problem(m, f"runs/{run}/metrics.json", run))]
     if not problems:
         return o
+    files = ", ".join(f"runs/{run}/metrics.json" for run, m in runs if m.get("eval_mode_steps"))
+    nxt = (
+        TRAIN_MODE_NEXT_YOURS.format(files=files)
+        if any(foreign_recorder(m) for _, m in runs)
+        else TRAIN_MODE_NEXT
+    )
     return Outcome(
         "fail",
         o.measured,
         o.threshold,
-        "; ".join(problems) + f". {TRAIN_MODE_NEXT}. The comparison itself: {o.status}: {o.message}",
+        "; ".join(problems) + f". {nxt}. The comparison itself: {o.status}: {o.message}",
         not_applied=o.not_applied,
     )
 
@@ -288,7 +292,7 @@ def cross_rank_gate(launcher: str) -> Gate:
         checks=f"max |p_rank - p_0| over all ranks and tensors after the last {launcher} step",
         threshold=lambda t: f"<= {t['cross_rank']['max_abs']:g}",
         judge=lambda a, t: cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
-        why="replicas that drift apart silently train different models; the seed design found bitwise equality "
+        why="replicas that drift apart silently train different models; bitwise equality proved "
         "flaky on NCCL and gates at 1e-6",
         investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
         f"applies the same averaged gradient and optimizer step (comm.sync_grads, DDP buckets)",

@@ -4,7 +4,9 @@ being judged on whatever it happens to contain.
 
 A record is first held to itself (metrics.json alone): its config_hash is the identity of its own
 config (params/identity.py), its length and every per-step series are its config's train.steps,
-its evals are the steps its config's train.eval_every implies (params/cadence.py), and its world
+its evals are the steps its config's train.eval_every implies (params/cadence.py) where our own
+trainer wrote it, and any steps inside the run, in order, where another loop did (runrecord: a
+stranger's loop evaluates where it does; the gates compare the steps both runs have), and its world
 is what its per-rank lists hold. When the judging project's params.yaml describes runs (our
 pipeline: model/train present), the runs must also be what it says (config and world): that is
 how a run trained before a params.yaml edit is refused. A project of its own (a trainer gated with
@@ -44,11 +46,20 @@ def identity_problems(run: str, m: dict[str, Any]) -> list[str]:
     ]
 
 
+def foreign_recorder(m: dict[str, Any]) -> str | None:
+    """The recorder that wrote the run when it is not xtrain's own trainer (runrecord names itself in
+    determinism.recorder), else None."""
+    recorder = (m.get("determinism") or {}).get("recorder")
+    return recorder if isinstance(recorder, str) and recorder else None
+
+
 def train_of(run: str, m: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The record's config.train if it gives the run's shape (steps >= 1, eval_every >= 0), else why not."""
+    """The record's config.train if it gives the run's shape (steps >= 1, eval_every >= 0: optional
+    where another loop wrote the record, whose evals are its own), else why not."""
     train = m["config"]["train"]
     if not isinstance(train, Mapping):
         return None, [f"{where(run)}: config.train: {train!r} is not a mapping"]
+    optional = {"eval_every"} if foreign_recorder(m) else set()
     out = [
         f"{where(run)}: config.train.{key}: {train.get(key, '<absent>')!r} is not {what}: the gates take "
         f"the run's shape from it"
@@ -56,7 +67,7 @@ def train_of(run: str, m: dict[str, Any]) -> tuple[dict[str, Any] | None, list[s
             ("steps", 1, "a step count (>= 1)"),
             ("eval_every", 0, "an eval cadence (>= 0)"),
         )
-        if not _count(train.get(key), least)
+        if not _count(train.get(key), least) and not (key in optional and train.get(key) is None)
     ]
     return (None if out else dict(train)), out
 
@@ -70,13 +81,27 @@ def shape_problems(run: str, m: dict[str, Any], train: Mapping[str, Any], from_p
         out.append(f"{where(run)}: steps {m['steps']}, {key}.steps is {steps}")
     lengths = {s: len(m[s]) for s in SERIES} | {f"samples.{s}": len(m["samples"][s]) for s in SAMPLE_SERIES}
     out += [f"{where(run)}: {s} has {n} values for {steps} steps" for s, n in lengths.items() if n != steps]
-    got, want = [e["step"] for e in m["eval"]], eval_steps(train)
+    return out + eval_problems(run, m, train, key, src)
+
+
+def eval_problems(run: str, m: dict[str, Any], train: Mapping[str, Any], key: str, src: str) -> list[str]:
+    """Our trainer's evals are the steps its cadence implies (params/cadence.py); another loop's are
+    its own: any steps inside the run, each once, in order."""
+    got = [e["step"] for e in m["eval"]]
+    if foreign_recorder(m):
+        late = [s for s in got if s > train["steps"]]
+        if late:
+            return [f"{where(run)}: eval at step {late[0]}, past the run's {train['steps']} steps"]
+        if got != sorted(set(got)):
+            return [f"{where(run)}: eval steps {got} are not in increasing order, each once"]
+        return []
+    want = eval_steps(train)
     if got != want:
-        out.append(
+        return [
             f"{where(run)}: eval steps {got}, {src} implies {want} ({key}.eval_every {train['eval_every']}: "
             "step 0, every eval_every steps and the last)"
-        )
-    return out
+        ]
+    return []
 
 
 def recorded_problems(run: str, m: dict[str, Any]) -> list[str]:

@@ -54,16 +54,24 @@ def choose(reg: Registry, env_id: str, config_hash: str, device: str, precision:
     return Choice(min(others, key=preference), "approx", cross_env=True)
 
 
-def coverage_problems(golden: dict[str, Any], train: dict[str, Any]) -> list[str]:
-    """A golden must hold every step 0..steps-1 and every eval step the config implies."""
+def coverage_problems(
+    golden: dict[str, Any], train: dict[str, Any], evaluated: list[int] | None = None
+) -> list[str]:
+    """A golden must hold every step 0..steps-1 and every eval step the config implies; for a loop of
+    its own (`evaluated`: the steps its run evaluated at, any steps), every one of those."""
     where = f"golden {golden['env_id']} v{golden['version']}"
     out = []
     want_train = [str(s) for s in range(train["steps"])]
     got_train = list(golden["metrics"]["train_loss"]["values"])
     if sorted(got_train, key=int) != want_train:
         out.append(f"{where} holds train losses for {len(got_train)} steps, the config has {train['steps']}")
-    want_eval = [str(s) for s in eval_steps(train)]
     got_eval = sorted(golden["metrics"].get("val_loss", {}).get("values", {}), key=int)
+    if evaluated is not None:
+        missing = [s for s in evaluated if str(s) not in got_eval]
+        if missing:
+            out.append(f"{where} holds val losses at steps {got_eval}, the run evaluated at {evaluated}")
+        return out
+    want_eval = [str(s) for s in eval_steps(train)]
     if got_eval != want_eval:
         out.append(f"{where} holds val losses at steps {got_eval}, the config implies {want_eval}")
     return out

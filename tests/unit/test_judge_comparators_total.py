@@ -1677,9 +1677,14 @@ CONTROLS += [
     ),
     (
         "expect shape_problems: the first 2 eval steps",
-        lambda mp, tmp: ledger_property(
-            planted(expect, "shape_problems", "if got != want:", "if got[:2] != want[:2]:"), no_shrink(None)
-        ),
+        lambda mp, tmp: (  # shape_problems holds the eval steps through eval_problems
+            mp.setattr(
+                expect,
+                "eval_problems",
+                planted(expect, "eval_problems", "if got != want:", "if got[:2] != want[:2]:"),
+            ),
+            ledger_property(expect.shape_problems, no_shrink(None)),
+        )[1],
         r"UNSEEN (?:missing|moved) eval (\d+)",
         2,
     ),

@@ -16,7 +16,7 @@ from contracts import yamlfile
 from contracts.validate import ValidationError
 from contracts.yamlfile import MAX_DEPTH, Refused, load_file, load_pipeline_text, loads, problem, where
 
-RULE = "(rule: plain YAML, one meaning per value (contracts/yamlfile.py))"
+RULE = "(rule: plain YAML, one meaning per value)"
 
 
 def refused(text: str, tmp_path: Path) -> str:

@@ -208,7 +208,8 @@ def test_a_summed_gradient_is_named_as_a_whole_multiple() -> None:
     assert (c.name, c.ok) == ("first step", False)
     assert c.detail == (
         "step 0 differs beyond summation order (rel <= 1e-05): grad_norm[0] 4 vs thread 2; loss[0] rel 0, "
-        "grad_norm[0] rel 1, val_loss@0 rel 0. a whole multiple: gradients summed instead of averaged?"
+        "grad_norm[0] rel 1, val_loss@0 rel 0. a whole multiple: gradients summed instead of averaged? "
+        "(summed over ranks, or the loss not divided by the accumulation steps before backward)"
     )
 
 

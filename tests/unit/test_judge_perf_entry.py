@@ -248,7 +248,7 @@ def test_throughput_skip_skips_throughput_only(tmp_path: Path) -> None:
     assert (o.status, o.measured, o.threshold) == ("skip", None, None)
     assert o.message == (
         "gates.perf.cpu.throughput is skip: window spreads on a shared cpu are too large to judge "
-        "(docs/perf-gates.md); peak memory is still judged"
+        "(python -m gates explain perf.throughput); peak memory is still judged"
     )
     bless(tmp_path, {"single": stage("single")})
     assert judge(a, t, check, "peak memory").status == "pass" and len(seen) == 1

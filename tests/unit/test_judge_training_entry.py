@@ -125,8 +125,8 @@ def test_ranks_that_agree_pass_and_the_gate_names_its_launcher(tmp_path: Path) -
     assert g.run(a, {"cross_rank": {"max_abs": 5e-7}}).status == "fail"  # the bound is the thresholds'
     assert g.run(a, T).message == o.message
     assert g.why == (
-        "replicas that drift apart silently train different models; the seed design found bitwise equality "
-        "flaky on NCCL and gates at 1e-6"
+        "replicas that drift apart silently train different models; bitwise equality proved flaky on NCCL "
+        "and gates at 1e-6"
     )
     assert g.investigate == (
         "runs/proc/metrics.json cross_rank.per_rank names the rank; check that every rank applies the same "
