@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO, code_first
 from contracts.plain_words import internal_words
+from gates.reading.scope import Sources
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
 
@@ -184,6 +186,20 @@ def test_the_recording_takes_ten_lines_and_every_edit_is_marked() -> None:
             "        X, Y = get_batch('train', iter_num * gradient_accumulation_steps + micro_step + 1)",
         ]
     ), unmarked
+
+
+def test_the_examples_dvc_yaml_lists_every_file_its_commands_import() -> None:
+    # the harness's files too (../../): gates check refuses the example's verdict when one is missing
+    # (seals: "dvc.yaml lacks deps its command imports"), as after runrecord gained a module
+    stages = yaml.safe_load((EXAMPLE / "dvc.yaml").read_text())["stages"]
+    sources = Sources(EXAMPLE)
+    for name, stage in [("train_single", stages["train_single"]), ("train@proc", stages["train"]["do"])]:
+        cmd = stage["cmd"].replace("${item}", "proc")
+        missing = sorted(set(sources.required(cmd)) - set(stage["deps"]))
+        assert missing == [], f"{name}: add to examples/nanogpt/dvc.yaml: {missing}"
+    stage = stages["train_single"]
+    planted = Sources(EXAMPLE).required(stage["cmd"])  # the negative control: one dep left out is named
+    assert set(planted) - set(stage["deps"][:-1]) == {stage["deps"][-1]}
 
 
 def test_the_leak_check_finds_the_shorthand_and_paths_and_spares_the_users_own() -> None:
