@@ -51,9 +51,6 @@ COPIED = (
 SINGLE = [sys.executable, "train.py", "config/showcase_cpu.py", "--out_dir=out-single"]
 PROC = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 PROC += ["train.py", "config/showcase_cpu.py", "--out_dir=out-proc"]
-OBSERVE = (
-    "needs topic/observe: out_dir and log_interval differ, the runs do not (a config difference is a FAIL)"
-)
 
 
 def _mistakes():
@@ -230,7 +227,6 @@ def test_the_leak_check_finds_the_shorthand_and_paths_and_spares_the_users_own()
 # ---- the scenarios ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=OBSERVE)
 def test_the_comparable_showcase_passes(scenarios: dict[str, Scenario]) -> None:
     s = scenarios["correct"]
     assert s.exit_code == 0, s.output[-3000:]
@@ -239,13 +235,7 @@ def test_the_comparable_showcase_passes(scenarios: dict[str, Scenario]) -> None:
     assert cr["status"] == "pass", cr
 
 
-def _expected(m) -> list:
-    if m.gate == "cross_rank.proc":  # cross_rank reads runs/proc alone: no config comparison
-        return [pytest.param(m, id=m.name)]
-    return [pytest.param(m, id=m.name, marks=pytest.mark.xfail(strict=True, reason=OBSERVE))]
-
-
-@pytest.mark.parametrize("mistake", [p for m in M.MISTAKES for p in _expected(m)])
+@pytest.mark.parametrize("mistake", [pytest.param(m, id=m.name) for m in M.MISTAKES])
 def test_each_planted_mistake_fails_with_its_diagnosis(scenarios: dict[str, Scenario], mistake) -> None:
     s = scenarios[mistake.name]
     entry = s.gate(mistake.gate)
@@ -254,7 +244,6 @@ def test_each_planted_mistake_fails_with_its_diagnosis(scenarios: dict[str, Scen
     assert "trained different configurations" not in entry["message"]
 
 
-@pytest.mark.xfail(strict=True, reason=OBSERVE)
 def test_a_harmless_change_on_one_side_passes(scenarios: dict[str, Scenario]) -> None:
     control = M.CONTROLS[0]  # log_interval 2 on the torchrun side: a config key that changes no number
     s = scenarios[control.name]
@@ -265,7 +254,6 @@ def test_a_harmless_change_on_one_side_passes(scenarios: dict[str, Scenario]) ->
     )
 
 
-@pytest.mark.xfail(strict=True, reason=OBSERVE)
 def test_nanogpt_as_it_is_fails_naming_different_samples_not_a_config(scenarios: dict[str, Scenario]) -> None:
     entry = scenarios["as_is"].gate("loss_match.proc")
     assert entry["status"] == "fail" and "samples differ" in entry["message"], entry
