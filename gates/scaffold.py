@@ -289,6 +289,11 @@ def trainer_argv(folder: Path, train: str) -> list[str]:
             f"--train: {train!r}: not `python3 SCRIPT.py ARGS` (an interpreter, then your script); "
             f"next: {EXISTING}"
         )
+    if "${" in train:
+        raise ScaffoldError(
+            f"--train: {train!r}: DVC would read ${{...}} in a stage's command as its own variable; "
+            "next: pass the value itself"
+        )
     script = Path(argv[1])
     if script.is_absolute() or ".." in script.parts or not (folder / script).is_file():
         raise ScaffoldError(
