@@ -286,3 +286,34 @@ def test_beside_needs_an_existing_folder(tmp_path: Path, kind: str) -> None:
     assert str(e.value) == (
         f"{folder}: is {what}: --train names a trainer in an existing folder; next: the folder holding it"
     )
+
+
+def test_the_plan_into_a_new_folder_is_the_template(tmp_path: Path) -> None:
+    folder = tmp_path / "new"
+    p = scaffold.plan(folder)
+    assert not folder.exists()  # planning makes nothing
+    assert p.writes == {n: (scaffold.TEMPLATE / t).read_bytes() for n, t in scaffold.FILES.items()}
+    assert p.lines() == [
+        *(f"write {folder / n}" for n in ("train.py", "dvc.yaml", "params.yaml")),
+        f"run git init -q (in {folder})",
+        f"run {' '.join(DVC_INIT)} (in {folder})",
+    ]
+
+
+def test_a_failure_after_dvc_init_takes_back_what_it_made_and_only_that(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = trainer(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".git" / "mine").write_text("kept")
+
+    def dvc_then_fail(where: Path, *argv: str) -> None:
+        (where / ".dvc").mkdir()
+        (where / ".dvcignore").write_text("")
+        raise ScaffoldError("dvc init failed")
+
+    monkeypatch.setattr(scaffold, "_run", dvc_then_fail)
+    with pytest.raises(ScaffoldError, match="dvc init failed"):
+        scaffold.init(tmp_path, TRAIN)
+    assert sorted(os.listdir(tmp_path)) == sorted({".git", *(n.split("/")[0] for n in files)})
+    assert (tmp_path / ".git" / "mine").read_text() == "kept"
