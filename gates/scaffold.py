@@ -141,20 +141,21 @@ def check_not_ignored(folder: Path, in_git: bool, own: tuple[str, ...] = tuple(F
     names = (".dvc", *own)
     if in_git:
         where = _existing(folder)
-        _ignored(where, where, [os.path.join(os.path.relpath(folder, where), name) for name in names])
+        top = Path(_git(where, "rev-parse", "--show-toplevel").stdout.strip())
+        _ignored(where, where, [os.path.join(os.path.relpath(folder, where), name) for name in names], top)
         return
     with tempfile.TemporaryDirectory() as scratch:
         here = Path(scratch)
         _git(here, "init")
         if (folder / ".gitignore").is_file():
             shutil.copyfile(folder / ".gitignore", here / ".gitignore")
-        _ignored(folder, here, list(names))
+        _ignored(folder, here, list(names), folder)
 
 
-def _ignored(base: Path, asked: Path, paths: list[str]) -> None:
+def _ignored(base: Path, asked: Path, paths: list[str], top: Path) -> None:
     """Ask repository `asked` whether git ignores `paths` (relative to it, named from `base`), and
     refuse the first it does, naming the rule (`--verbose` also lists a path a `!` rule matched: that
-    rule un-ignores it)."""
+    rule un-ignores it) and its file (git names it from the repository's top, `top`)."""
     proc = _git(asked, "check-ignore", "-z", "--verbose", "--stdin", stdin="".join(p + "\0" for p in paths))
     fields = proc.stdout.split("\0")[:-1]  # source, line number, pattern, path; each ends in NUL
     rules = [fields[i : i + 4] for i in range(0, len(fields), 4)]
@@ -164,7 +165,7 @@ def _ignored(base: Path, asked: Path, paths: list[str]) -> None:
     source, line, pattern, path = hidden[0]
     name = os.path.basename(path)
     why = "dvc init refuses an ignored .dvc" if name == ".dvc" else "the project's files must be committed"
-    where = os.path.normpath(base / source)  # git names it from its cwd (or absolute: a global file)
+    where = os.path.normpath(top / source)  # git names it from the top (or absolute: a global file)
     raise ScaffoldError(
         f"{os.path.normpath(base / path)}: ignored by git ({where} line {line}: {pattern!r}): {why}; "
         f"next: un-ignore it (add '!{name}' below that line)"
@@ -323,7 +324,9 @@ def dvc_yaml(folder: Path, argv: list[str]) -> bytes:
         },
     }
     width = 1000  # pragma: no mutate -- equivalent: wider folds nothing; YAML reads both alike
-    body = yaml.safe_dump({"stages": stages}, sort_keys=False, width=width, default_flow_style=False)
+    body = yaml.safe_dump(
+        {"stages": stages}, sort_keys=False, width=width
+    )  # pragma: no mutate -- equivalent: None is False here
     return (HEADER + body).encode()
 
 

@@ -317,3 +317,55 @@ def test_a_failure_after_dvc_init_takes_back_what_it_made_and_only_that(
         scaffold.init(tmp_path, TRAIN)
     assert sorted(os.listdir(tmp_path)) == sorted({".git", *(n.split("/")[0] for n in files)})
     assert (tmp_path / ".git" / "mine").read_text() == "kept"
+
+
+def test_an_ignore_rule_of_the_enclosing_repository_hides_its_own_file(tmp_path: Path, calls: list) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "sub").mkdir()
+    trainer(tmp_path / "sub")
+    (tmp_path / ".gitignore").write_text("sub/dvc.yaml\n")
+    with pytest.raises(ScaffoldError) as e:
+        scaffold.plan(tmp_path / "sub", TRAIN)
+    assert str(e.value).startswith(
+        f"{tmp_path / 'sub' / 'dvc.yaml'}: ignored by git ({tmp_path / '.gitignore'} line 1: 'sub/dvc.yaml')"
+    )
+    (tmp_path / ".gitignore").write_text("")
+    assert scaffold.plan(tmp_path / "sub", TRAIN).git_init is False  # the enclosing repository
+
+
+def test_undo_beside_a_trainer_takes_back_only_the_names_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer in src/: a train.py appearing beside it during the run is not init's (the template's
+    name, but init writes only dvc.yaml and params.yaml here)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("")
+
+    def theirs_then_fail(where: Path, *argv: str) -> None:
+        (where / "train.py").write_text("theirs")
+        raise ScaffoldError("git init failed")
+
+    monkeypatch.setattr(scaffold, "_run", theirs_then_fail)
+    with pytest.raises(ScaffoldError, match="git init failed"):
+        scaffold.init(tmp_path, "python3 src/train.py")
+    assert sorted(os.listdir(tmp_path)) == ["src", "train.py"]
+
+
+def test_the_rule_is_named_by_its_file_from_an_existing_subfolder_too(tmp_path: Path, calls: list) -> None:
+    """main named `sub/.gitignore` for a rule of the top's `.gitignore` when the folder existed (git
+    names a rule's file from the repository's top, not from its cwd)."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    (tmp_path / "sub" / ".gitignore").write_text("# mine\n")
+    (tmp_path / ".gitignore").write_text("# top\nsub/deeper/.dvc\n")
+    with pytest.raises(ScaffoldError) as e:
+        scaffold.init(tmp_path / "sub" / "deeper")
+    assert str(e.value).startswith(
+        f"{tmp_path / 'sub' / 'deeper' / '.dvc'}: ignored by git ({tmp_path / '.gitignore'} line 2: "
+        "'sub/deeper/.dvc'): dvc init refuses"
+    )
+    (tmp_path / ".gitignore").write_text("# top\n")
+    (tmp_path / "sub" / ".gitignore").write_text("deeper/params.yaml\n")  # a rule of the subfolder's own
+    with pytest.raises(ScaffoldError) as e:
+        scaffold.init(tmp_path / "sub" / "deeper")
+    assert f"({tmp_path / 'sub' / '.gitignore'} line 1: 'deeper/params.yaml')" in str(e.value)
