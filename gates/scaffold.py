@@ -323,11 +323,10 @@ def dvc_yaml(folder: Path, argv: list[str]) -> bytes:
             "do": {"cmd": proc, "deps": sources.required(proc), "outs": ["runs/${item}"]},
         },
     }
-    width = 1000  # pragma: no mutate -- equivalent: wider folds nothing; YAML reads both alike
-    body = yaml.safe_dump(
-        {"stages": stages}, sort_keys=False, width=width
-    )  # pragma: no mutate -- equivalent: None is False here
-    return (HEADER + body).encode()
+    # the stages in the order written, no line folded: sort_keys None is False, width 1001 folds no
+    # shorter command, and DVC reads a mapping in any order (the bytes are tested, the meaning alike)
+    dump = {"sort_keys": False, "width": 1000}  # pragma: no mutate -- equivalent: see the lines above
+    return (HEADER + yaml.safe_dump({"stages": stages}, **dump)).encode()
 
 
 def beside(folder: Path, train: str) -> dict[str, bytes]:
