@@ -354,7 +354,7 @@ def own_files(folder: Path, contents: dict[str, bytes]) -> tuple[dict[str, bytes
             raise ScaffoldError(
                 f"{path}: exists with other content: refusing to replace it (gates init writes "
                 f"{', '.join(contents)} beside your trainer; nothing was written); next: move it aside, "
-                "or merge the printed plan by hand"
+                "re-run, then merge yours into it by hand"
             )
     return writes, kept
 

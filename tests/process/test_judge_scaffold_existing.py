@@ -155,8 +155,8 @@ def test_an_own_file_with_other_content_is_refused_naming_it(
         scaffold.init(tmp_path, TRAIN)
     assert str(e.value) == (
         f"{tmp_path / name}: exists with other content: refusing to replace it (gates init writes dvc.yaml, "
-        "params.yaml beside your trainer; nothing was written); next: move it aside, or merge the printed "
-        "plan by hand"
+        "params.yaml beside your trainer; nothing was written); next: move it aside, re-run, then merge yours into "
+        "it by hand"
     )
     assert e.value.exit_code == 2 and calls == [] and listing(tmp_path) == before
 
