@@ -305,7 +305,7 @@ def init_cmd(args: argparse.Namespace) -> int:
 
     folder = Path(args.folder)
     todo = scaffold.plan(folder, args.train)
-    print("\n".join(f"plan: {line}" for line in todo.lines()), flush=True)
+    print("\n".join(f"plan: {line}" for line in todo.lines()))
     if args.dry_run:
         return 0
     print(f"{folder}: " + (", ".join(scaffold.apply(todo)) or "nothing done") + f"; next: {scaffold.NEXT}")
