@@ -11,6 +11,7 @@
     python -m gates mutate [--only ID ...] [--subset ci] [--jobs N]  mutation campaign: which gates catch which bug
                            [--profile tiny] [--json PATH] [--strict]   (docs/mutation.md); exit 1 on a hole
     python -m gates init [FOLDER]                                    your own trainer, gated (docs/byo-trainer.md)
+    python -m gates init --train 'python3 train.py ARGS' [--dry-run] beside an existing trainer
 
 Thresholds come from params.yaml `gates:` (validated by contracts/schemas/thresholds.schema.json).
 A project that gates its own trainer has a params file of its own (no model:/train:): its runs are
@@ -303,7 +304,11 @@ def init_cmd(args: argparse.Namespace) -> int:
     from gates import scaffold
 
     folder = Path(args.folder)
-    print(f"{folder}: " + ", ".join(scaffold.init(folder)) + f"; next: {scaffold.NEXT}")
+    todo = scaffold.plan(folder, args.train)
+    print("\n".join(f"plan: {line}" for line in todo.lines()))
+    if args.dry_run:
+        return 0
+    print(f"{folder}: " + (", ".join(scaffold.apply(todo)) or "nothing done") + f"; next: {scaffold.NEXT}")
     return 0
 
 
@@ -386,6 +391,12 @@ def parser() -> argparse.ArgumentParser:
     add_mutate_parser(sub)
     i = sub.add_parser("init", help="a project of your own trainer, gated: train.py, dvc.yaml, params.yaml")
     i.add_argument("folder", nargs="?", default=".", help="where (default: here); made if absent")
+    train = (
+        "beside an existing trainer: its one-device command, e.g. 'python3 train.py --device=cpu' "
+        "({run_dir} in it: runs/single, runs/proc)"
+    )
+    i.add_argument("--train", metavar="CMD", help=train)
+    i.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     return ap
 
 

@@ -15,6 +15,15 @@ rule that hides `.dvc` or one of the three files, git missing, DVC missing from 
 (DVC runs as `sys.executable -m dvc`, never a `dvc` found on PATH). Should a step still fail, what
 this run made is removed: a re-run starts from the same folder. Torch-free: it writes files and runs
 git and dvc (argv lists, no shell).
+
+Beside an existing trainer (issue #54 item 4), `gates init --train "python3 train.py ARGS"` leaves the
+trainer alone and writes only dvc.yaml (train_single: the command as given; train@proc: the same
+script under `python -m torch.distributed.run --standalone --nproc-per-node 2`; `{run_dir}` in the
+command becomes runs/single and runs/proc; deps: the script and every file of the folder it imports,
+as gates/reading/scope.py computes them for the check) and params.yaml (`gates: scope:`). Either way
+it prints its plan (every file it writes, every command it runs) before doing anything; one of its
+own files already there with other content is refused, naming it, before anything is written; one
+there with the same content is kept (a re-run does nothing).
 """
 
 from __future__ import annotations
@@ -22,20 +31,35 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from contracts.errors import XtrainError
 from contracts.fileio import atomic_write_bytes, naming_the_file
+from gates.reading.scope import Sources
 
 TEMPLATE = Path(__file__).resolve().parent / "byo_template"
 # the file written and its template (train.py's is not a .py here: gates/ is torch-free, and the
 # house rules read every .py under it)
 FILES = {"train.py": "train.py.template", "dvc.yaml": "dvc.yaml", "params.yaml": "params.yaml"}
 NEXT = "dvc repro && python3 -m gates check"
+EXISTING = "python3 -m gates init --train 'python3 train.py ARGS'"
+OWN = ("dvc.yaml", "params.yaml")  # what init writes beside an existing trainer
+WORLD = 2  # train@proc: torchrun's processes, one device each
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(WORLD))
+RUN_DIR = "{run_dir}"  # in --train: where the recorder writes, runs/single or runs/proc
+HEADER = (
+    "# Written by python3 -m gates init --train (docs/byo-trainer.md). The stage names are the ones the\n"
+    "# gates read: train_single (one device) and train@proc (torchrun); your recorder writes runs/single\n"
+    "# and runs/proc. deps: your script and the files of this folder it imports; add what else it reads.\n"
+)
 
 
 class ScaffoldError(XtrainError):
@@ -111,26 +135,27 @@ def check_tools() -> None:
         )
 
 
-def check_not_ignored(folder: Path, in_git: bool) -> None:
-    """Neither `.dvc` (DVC refuses to init it) nor the three files (they must be committed) ignored by
+def check_not_ignored(folder: Path, in_git: bool, own: tuple[str, ...] = tuple(FILES)) -> None:
+    """Neither `.dvc` (DVC refuses to init it) nor its own files (they must be committed) ignored by
     git: asked of the repository they are in, or of a scratch one holding the folder's .gitignore."""
-    names = (".dvc", *FILES)
+    names = (".dvc", *own)
     if in_git:
         where = _existing(folder)
-        _ignored(where, where, [os.path.join(os.path.relpath(folder, where), name) for name in names])
+        top = Path(_git(where, "rev-parse", "--show-toplevel").stdout.strip())
+        _ignored(where, where, [os.path.join(os.path.relpath(folder, where), name) for name in names], top)
         return
     with tempfile.TemporaryDirectory() as scratch:
         here = Path(scratch)
         _git(here, "init")
         if (folder / ".gitignore").is_file():
             shutil.copyfile(folder / ".gitignore", here / ".gitignore")
-        _ignored(folder, here, list(names))
+        _ignored(folder, here, list(names), folder)
 
 
-def _ignored(base: Path, asked: Path, paths: list[str]) -> None:
+def _ignored(base: Path, asked: Path, paths: list[str], top: Path) -> None:
     """Ask repository `asked` whether git ignores `paths` (relative to it, named from `base`), and
     refuse the first it does, naming the rule (`--verbose` also lists a path a `!` rule matched: that
-    rule un-ignores it)."""
+    rule un-ignores it) and its file (git names it from the repository's top, `top`)."""
     proc = _git(asked, "check-ignore", "-z", "--verbose", "--stdin", stdin="".join(p + "\0" for p in paths))
     fields = proc.stdout.split("\0")[:-1]  # source, line number, pattern, path; each ends in NUL
     rules = [fields[i : i + 4] for i in range(0, len(fields), 4)]
@@ -140,7 +165,7 @@ def _ignored(base: Path, asked: Path, paths: list[str]) -> None:
     source, line, pattern, path = hidden[0]
     name = os.path.basename(path)
     why = "dvc init refuses an ignored .dvc" if name == ".dvc" else "the project's files must be committed"
-    where = os.path.normpath(base / source)  # git names it from its cwd (or absolute: a global file)
+    where = os.path.normpath(top / source)  # git names it from the top (or absolute: a global file)
     raise ScaffoldError(
         f"{os.path.normpath(base / path)}: ignored by git ({where} line {line}: {pattern!r}): {why}; "
         f"next: un-ignore it (add '!{name}' below that line)"
@@ -168,7 +193,8 @@ def refuse(folder: Path) -> None:
     if there:
         raise ScaffoldError(
             f"{folder / there[0]}: exists: refusing to replace it (gates init writes {', '.join(FILES)} "
-            "into a new or empty folder); next: an empty folder, or copy gates/byo_template/ by hand"
+            "into a new or empty folder); next: an empty folder, or beside your trainer: "
+            f"{EXISTING}"
         )
     visible = (
         sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
@@ -176,36 +202,161 @@ def refuse(folder: Path) -> None:
     if visible:
         raise ScaffoldError(
             f"{folder}: holds {len(visible)} entries ({', '.join(visible[:3])}{', ...' if len(visible) > 3 else ''}): "
-            "gates init writes a new project into a new or empty folder; next: name one"
+            "gates init writes a new project into a new or empty folder; next: name one, or beside "
+            f"your trainer: {EXISTING}"
         )
 
 
-def init(folder: Path) -> list[str]:
-    """Write the template into `folder` (made if absent); returns what was done, in order. Checked
-    whole first (preflight); if a step still fails, what this run made is removed."""
-    git_init, dvc_init = preflight(folder)
-    made = Made(folder)
+@dataclass
+class Plan:
+    """What init will do in `folder`: the files it writes (absent now), its own files already there
+    with the same content (kept), and git init / dvc init where the folder is not yet a repository."""
+
+    folder: Path
+    writes: dict[str, bytes]
+    kept: list[str]
+    git_init: bool
+    dvc_init: bool
+
+    def commands(self) -> list[tuple[str, ...]]:
+        git = [("git", "init", "-q")] if self.git_init else []
+        return git + ([(sys.executable, "-m", "dvc", "init", "-q", "--subdir")] if self.dvc_init else [])
+
+    def lines(self) -> list[str]:
+        """The plan as printed before anything is done: every file written, every command run."""
+        out = [f"write {self.folder / name}" for name in self.writes]
+        out += [f"keep {self.folder / name} (already this content)" for name in self.kept]
+        out += [f"run {shlex.join(argv)} (in {self.folder})" for argv in self.commands()]
+        return out or ["nothing to do: every file is there with this content"]
+
+
+def plan(folder: Path, train: str | None = None) -> Plan:
+    """Everything checked, nothing written: the template into a new or empty folder, or (`train`, the
+    trainer's single-device command) dvc.yaml and params.yaml beside an existing trainer."""
+    if train is None:
+        git_init, dvc_init = preflight(folder)
+        writes = {name: (TEMPLATE / template).read_bytes() for name, template in FILES.items()}
+        return Plan(folder, writes, [], git_init, dvc_init)
+    contents = beside(folder, train)
+    writes, kept = own_files(folder, contents)
+    check_hidden(folder)
+    check_tools()
+    in_git = git_state(folder)
+    check_not_ignored(folder, in_git, OWN)
+    return Plan(folder, writes, kept, not in_git, not (folder / ".dvc").is_dir())
+
+
+def init(folder: Path, train: str | None = None) -> list[str]:
+    """Write the template into `folder` (made if absent), or dvc.yaml and params.yaml beside the trainer
+    `train` runs; returns what was done, in order. Checked whole first (`plan`); if a step still
+    fails, what this run made is removed."""
+    return apply(plan(folder, train))
+
+
+def apply(p: Plan) -> list[str]:
+    made = Made(p.folder, (*p.writes, ".git", ".dvc", ".dvcignore"))
     try:
-        return _apply(folder, git_init, dvc_init)
+        return _apply(p)
     except BaseException:
         made.undo()
         raise
 
 
-def _apply(folder: Path, git_init: bool, dvc_init: bool) -> list[str]:
-    with naming_the_file(folder):  # pragma: no mutate -- equivalent: mkdir's error names the folder
-        folder.mkdir(parents=True, exist_ok=True)
+def _apply(p: Plan) -> list[str]:
+    with naming_the_file(p.folder):  # pragma: no mutate -- equivalent: mkdir's error names the folder
+        p.folder.mkdir(parents=True, exist_ok=True)
     done = []
-    for name, template in FILES.items():
-        atomic_write_bytes(folder / name, (TEMPLATE / template).read_bytes())
+    for name, data in p.writes.items():
+        atomic_write_bytes(p.folder / name, data)
         done.append(f"wrote {name}")
-    if git_init:
-        _run(folder, "git", "init", "-q")
-        done.append("git init")
-    if dvc_init:
-        _run(folder, sys.executable, "-m", "dvc", "init", "-q", "--subdir")
-        done.append("dvc init")
+    for argv in p.commands():
+        _run(p.folder, *argv)
+        done.append("git init" if argv[0] == "git" else "dvc init")
     return done
+
+
+# ---- beside an existing trainer (issue #54 item 4) ----------------------------------------------
+
+
+def trainer_argv(folder: Path, train: str) -> list[str]:
+    """The single-device command, split as a shell would: a Python interpreter, then a script of
+    `folder` (a relative path inside it), then its arguments."""
+    try:
+        argv = shlex.split(train)
+    except ValueError as e:
+        raise ScaffoldError(f"--train: {train!r}: {e}; next: quote it as a shell would") from None
+    if len(argv) < 2 or not Path(argv[0]).name.startswith("python") or not argv[1].endswith(".py"):
+        raise ScaffoldError(
+            f"--train: {train!r}: not `python3 SCRIPT.py ARGS` (an interpreter, then your script); "
+            f"next: {EXISTING}"
+        )
+    if "${" in train:
+        raise ScaffoldError(
+            f"--train: {train!r}: DVC would read ${{...}} in a stage's command as its own variable; "
+            "next: pass the value itself"
+        )
+    script = Path(argv[1])
+    if script.is_absolute() or ".." in script.parts or not (folder / script).is_file():
+        raise ScaffoldError(
+            f"{folder / script}: --train names no script inside {folder}; next: the script's path from there"
+        )
+    return argv
+
+
+def commands(argv: list[str]) -> tuple[str, str]:
+    """train_single's cmd (the trainer's command) and train@proc's (the same under torchrun), with
+    `{run_dir}` made runs/single and runs/${item} (DVC's foreach item: proc)."""
+    single = [word.replace(RUN_DIR, "runs/single") for word in argv]
+    proc = [argv[0], *TORCHRUN, *(word.replace(RUN_DIR, "runs/${item}") for word in argv[1:])]
+    return shlex.join(single), shlex.join(proc)
+
+
+def dvc_yaml(folder: Path, argv: list[str]) -> bytes:
+    """dvc.yaml for the trainer: its two stages, each with the deps the gates require of its command
+    (gates/reading/scope.py: the script and every file of the folder it imports)."""
+    single, proc = commands(argv)
+    sources = Sources(folder)
+    stages = {
+        "train_single": {"cmd": single, "deps": sources.required(single), "outs": ["runs/single"]},
+        "train": {
+            "foreach": ["proc"],
+            "do": {"cmd": proc, "deps": sources.required(proc), "outs": ["runs/${item}"]},
+        },
+    }
+    # the stages in the order written, no line folded: sort_keys None is False, width 1001 folds no
+    # shorter command, and DVC reads a mapping in any order (the bytes are tested, the meaning alike)
+    dump = {"sort_keys": False, "width": 1000}  # pragma: no mutate -- equivalent: see the lines above
+    return (HEADER + yaml.safe_dump({"stages": stages}, **dump)).encode()
+
+
+def beside(folder: Path, train: str) -> dict[str, bytes]:
+    """The contents of init's own files beside the trainer `train` runs in the existing `folder`."""
+    if folder.is_symlink() or not folder.is_dir():
+        raise ScaffoldError(
+            f"{folder}: is {'a symbolic link' if folder.is_symlink() else 'not a folder'}: --train "
+            "names a trainer in an existing folder; next: the folder holding it"
+        )
+    argv = trainer_argv(folder, train)
+    return {"dvc.yaml": dvc_yaml(folder, argv), "params.yaml": (TEMPLATE / FILES["params.yaml"]).read_bytes()}
+
+
+def own_files(folder: Path, contents: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+    """The files to write (absent) and those kept (there with this content); one there with other
+    content, or a link, or not a file, is refused before anything is written."""
+    writes, kept = {}, []
+    for name, data in contents.items():
+        path = folder / name
+        if not (path.exists() or path.is_symlink()):
+            writes[name] = data
+        elif not path.is_symlink() and path.is_file() and path.read_bytes() == data:
+            kept.append(name)
+        else:
+            raise ScaffoldError(
+                f"{path}: exists with other content: refusing to replace it (gates init writes "
+                f"{', '.join(contents)} beside your trainer; nothing was written); next: move it aside, "
+                "re-run, then merge yours into it by hand"
+            )
+    return writes, kept
 
 
 class Made:
@@ -216,9 +367,9 @@ class Made:
 
     NAMES = (*FILES, ".git", ".dvc", ".dvcignore")
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, names: tuple[str, ...] = NAMES) -> None:
         self.folder = folder
-        self.new = [n for n in self.NAMES if not (folder / n).exists() and not (folder / n).is_symlink()]
+        self.new = [n for n in names if not (folder / n).exists() and not (folder / n).is_symlink()]
         self.folders = []  # the folder and its missing parents, deepest first
         missing = folder
         while not missing.exists() and missing != missing.parent:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import existing_repo
 import pytest
 
 from conftest import REPO, code_first
@@ -138,3 +139,33 @@ def test_three_commands_from_an_empty_folder_reach_a_verdict(tmp_path: Path) -> 
     sh(folder, "dvc", "repro", "train_single")
     changed = sh(folder, sys.executable, "-m", "gates", "check", "--only", "fresh_train", ok=(1,))
     assert "FAIL fresh_train: exact tier vs golden" in changed.stdout, changed.stdout
+
+
+@pytest.mark.ddp
+@pytest.mark.xdist_group("ddp")
+def test_an_existing_repository_reaches_a_verdict_in_three_commands_and_ten_lines(tmp_path: Path) -> None:
+    """Issue #54 item 4 (main: `gates init` refused a folder holding train.py; 7 commands by hand). The
+    commands and the recording lines are counted from docs/byo-trainer.md's section; the trainer
+    without those lines records nothing and trains; with them, in a git repository of its own, the
+    documented commands run verbatim reach a verdict, and the trainer is left as it was."""
+    commands, lines = existing_repo.commands(), existing_repo.recording_lines()
+    assert len(commands) <= 3 and len(lines) <= 10, (commands, lines)
+    recorded = existing_repo.TRAINER.read_text()
+    plain = existing_repo.before(recorded, lines)
+    assert existing_repo.records(plain) == [] and "rec" in existing_repo.records(recorded)
+    before = tmp_path / "before"
+    existing_repo.make_repo(before, plain)
+    sh(before, sys.executable, "train.py", "--tokens", "tokens.safetensors", "--vocab-size", "64")
+    assert not (before / "runs").exists()  # it trains, and records nothing
+    folder = tmp_path / "mine"
+    existing_repo.make_repo(folder, recorded)
+    outs = [sh(folder, "bash", "-c", command).stdout for command in commands]
+    assert outs[0].startswith("plan: write dvc.yaml\nplan: write params.yaml\nplan: run "), outs[0]
+    report = json.loads((folder / "reports" / "gates.json").read_text())
+    status = {g["id"]: g["status"] for g in report["gates"]}
+    judged = ("seals", "consistency", "loss_match.proc", "cross_rank.proc", "finite")
+    assert all(status[g] == "pass" for g in judged), outs[-1]
+    assert (folder / "train.py").read_text() == recorded  # left alone
+    assert sh(folder, "git", "status", "--porcelain", "train.py").stdout == ""
+    again = sh(folder, "bash", "-c", commands[0]).stdout  # a re-run: nothing to do
+    assert again.startswith("plan: keep dvc.yaml (already this content)\nplan: keep params.yaml"), again

@@ -418,17 +418,29 @@ def test_explain_an_unknown_gate_is_one_line(capsys) -> None:
     assert err.startswith("error: unknown gate nope (known: seals, ") and err.count("\n") == 1
 
 
-def test_init_writes_where_asked_and_says_what_next(monkeypatch, capsys) -> None:
-    """scaffold.init (git init, dvc init: seconds) is tests/pipeline/test_scaffold.py's; here, what init_cmd passes and prints."""
-    seen = []
-    monkeypatch.setattr(scaffold, "init", lambda folder: seen.append(folder) or ["wrote a", "git init"])
+def test_init_prints_its_plan_then_writes_where_asked_and_says_what_next(monkeypatch, capsys) -> None:
+    """scaffold.plan/apply (git init, dvc init: seconds) are tests/pipeline/test_scaffold.py's; here,
+    what init_cmd passes and prints: the plan first, then what was done (nothing with --dry-run)."""
+    seen, applied = [], []
+    plan = scaffold.Plan(Path("p"), {"dvc.yaml": b""}, ["params.yaml"], True, False)
+    monkeypatch.setattr(scaffold, "plan", lambda folder, train: seen.append((folder, train)) or plan)
+    monkeypatch.setattr(scaffold, "apply", lambda p: applied.append(p) or ["wrote a", "git init"])
+    planned = "plan: write p/dvc.yaml\nplan: keep p/params.yaml (already this content)\nplan: run git init -q (in p)\n"
     assert run(capsys, "init", "some/where") == (
         0,
-        f"some/where: wrote a, git init; next: {scaffold.NEXT}\n",
+        f"{planned}some/where: wrote a, git init; next: {scaffold.NEXT}\n",
         "",
     )
-    assert run(capsys, "init") == (0, f".: wrote a, git init; next: {scaffold.NEXT}\n", "")
-    assert seen == [Path("some/where"), Path(".")]
+    assert run(capsys, "init", "--train", "python3 t.py") == (
+        0,
+        f"{planned}.: wrote a, git init; next: {scaffold.NEXT}\n",
+        "",
+    )
+    assert seen == [(Path("some/where"), None), (Path("."), "python3 t.py")] and applied == [plan, plan]
+    assert run(capsys, "init", "--dry-run", "--train", "python3 t.py") == (0, planned, "")
+    assert applied == [plan, plan]  # the dry run applied nothing
+    monkeypatch.setattr(scaffold, "apply", lambda p: [])
+    assert run(capsys, "init") == (0, f"{planned}.: nothing done; next: {scaffold.NEXT}\n", "")
 
 
 def test_diff_hands_both_reports_to_the_differ(monkeypatch, capsys) -> None:

@@ -21,7 +21,8 @@ WROTE = ["wrote train.py", "wrote dvc.yaml", "wrote params.yaml"]
 DVC_INIT = (sys.executable, "-m", "dvc", "init", "-q", "--subdir")  # never a `dvc` found on PATH
 REPLACE = (
     ": exists: refusing to replace it (gates init writes train.py, dvc.yaml, params.yaml into a new or "
-    "empty folder); next: an empty folder, or copy gates/byo_template/ by hand"
+    "empty folder); next: an empty folder, or beside your trainer: python3 -m gates init --train "
+    "'python3 train.py ARGS'"
 )
 
 
@@ -146,7 +147,8 @@ def test_refuse_a_folder_holding_anything_else(tmp_path: Path, visible: list[str
     with pytest.raises(ScaffoldError) as e:
         refuse(tmp_path)
     assert str(e.value) == (
-        f"{tmp_path}: holds {listed}: gates init writes a new project into a new or empty folder; next: name one"
+        f"{tmp_path}: holds {listed}: gates init writes a new project into a new or empty folder; next: name one, "
+        "or beside your trainer: python3 -m gates init --train 'python3 train.py ARGS'"
     )
 
 

@@ -34,6 +34,8 @@ SPAWNING_MODULES = {
     "cache_faults",
     "seals_cost",
     "dvc_import_cost",
+    "existing_repo",
+    "init_existing_cost",
 }
 SPAWNING_OS = {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp"}
 SPAWNING_OS_PREFIXES = ("exec", "spawn")
