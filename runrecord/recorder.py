@@ -99,6 +99,7 @@ class RunRecorder:
         self._rows: list[tuple[int, int, int, int]] = []
         self._pending = [0, 0, 0, 0]
         self._model: nn.Module | None = None
+        self._modes: list[tuple[str, nn.Module]] = []  # the watched modules not frozen
         self._init_digest: str | None = None  # the watched model's weights before the first step
         self._masks, self._dropout, self._given_seeds, self._warned = None, None, False, False
         self._t0 = time.perf_counter()
@@ -133,6 +134,12 @@ class RunRecorder:
         if self._model is not None:
             raise RunRecordError("RunRecorder.watch", "model", "a model is already watched")
         self._model = _unwrap(model)
+        # listed once: walking named_modules() at every call was half of recording's per-step cost
+        self._modes = [
+            (n, m)
+            for n, m in self._model.named_modules()
+            if not any(n == f or n.startswith(f + ".") for f in self.frozen)
+        ]
         if self.rank == 0 and not self.train_loss and not self._pending[0]:  # before any update
             self._init_digest = param_digest(self._model)
         self._dropout, self._masks = install(self._model, self.dropout_mode, self.config["seed"])
@@ -221,14 +228,7 @@ class RunRecorder:
         """Mark the open step if a module of the watched model is not in training mode."""
         if self._model is None:
             return
-        name = next(
-            (
-                n
-                for n, m in self._model.named_modules()
-                if not m.training and not any(n == f or n.startswith(f + ".") for f in self.frozen)
-            ),
-            None,
-        )
+        name = next((n for n, m in self._modes if not m.training), None)
         if name is None:
             return
         self._pending[3] = 1
