@@ -1,0 +1,260 @@
+"""The statistical tier's campaign: alpha calibrated on correct DDP runs, each classic DDP mistake's
+catch rate, the tier's cost; nanoGPT's model with dropout inside SDPA (docs/statistical-tier.md).
+
+    python3 examples/nanogpt/stat_campaign.py run --device cpu --pairs 1 --singles 1 --pool 24 \
+        --nulls 100 --per-mistake 20 --records OUT/records-cpu.json
+    python3 examples/nanogpt/stat_campaign.py judge OUT/records-cpu.json --k 2 3 4 --out OUT/summary-cpu.json
+
+`run` trains: `--pool` single-device replicas (k = 0..pool-1), `--nulls` correct DDP runs at world 2
+and `--per-mistake` DDP runs of each mistake, on `--singles` one-process workers and `--pairs` two-rank
+groups (gloo on CPU; on CUDA the backend named, both ranks on the one GPU). `judge` judges every DDP
+run with gates/judges/replicas.py against K replicas drawn from the pool (a seeded draw per run), and
+the leave-one-out nulls (each replica judged as the run against K others), and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+KEEP = [
+    "launcher",
+    "world",
+    "device",
+    "precision",
+    "config_hash",
+    "steps",
+    "train_loss",
+    "grad_norm",
+    "lr",
+    "eval",
+    "samples",
+    "dropout",
+    "replica",
+    "cross_rank",
+    "train_time_s",
+    "wall_s",
+]
+
+
+def slim(record: dict[str, Any], job: dict[str, Any], wall: float) -> dict[str, Any]:
+    out = {k: record[k] for k in KEEP}
+    out["job"] = {k: job[k] for k in ("kind", "mistake", "replica")}
+    out["job"]["run_wall_s"] = wall
+    return out
+
+
+def _quiet() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- nanoGPT's model prints its size
+
+
+def _one(job: dict[str, Any], tmp: str) -> dict[str, Any] | None:
+    import stat_loop
+
+    t0 = time.perf_counter()
+    job = {**job, "run_dir": f"{tmp}/{job['kind']}-{job['mistake']}-{job['replica']}"}
+    record = stat_loop.train(job)
+    return None if record is None else slim(record, job, time.perf_counter() - t0)
+
+
+def single_worker(jobs: Any, results: Any, tmp: str) -> None:
+    _quiet()
+    while (job := jobs.get()) is not None:
+        try:
+            results.put(_one(job, tmp))
+        except Exception as e:  # a broken run is a result too: the campaign says so
+            results.put({"error": f"{job}: {e}"})
+
+
+def pair_worker(rank: int, port: int, backend: str, jobs: Any, results: Any, tmp: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    _quiet()
+    if torch.cuda.is_available():
+        torch.cuda.set_device(0)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    while True:
+        box = [jobs.get() if rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        if box[0] is None:
+            break
+        try:
+            out = _one(box[0], tmp)
+        except Exception as e:
+            out = {"error": f"{box[0]}: rank {rank}: {e}"}
+        if rank == 0 or (out and "error" in out):
+            results.put(out)
+    dist.destroy_process_group()
+
+
+def jobs_of(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from stat_loop import MISTAKES
+
+    base = {"seed": args.seed, "dropout": args.dropout, "device": args.device}
+    singles = [{**base, "kind": "single", "mistake": "none", "replica": k} for k in range(args.pool)]
+    ddp = [{**base, "kind": "ddp", "mistake": "none", "replica": k} for k in range(args.nulls)]
+    for m in MISTAKES[1:]:
+        ddp += [{**base, "kind": "ddp", "mistake": m, "replica": k} for k in range(args.per_mistake)]
+    return singles, ddp
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    singles, ddp = jobs_of(args)
+    sq, dq, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    for j in singles:
+        sq.put(j)
+    for j in ddp:
+        dq.put(j)
+    procs = []
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="stat-campaign-") as tmp:
+        for _ in range(args.singles):
+            sq.put(None)
+            procs.append(ctx.Process(target=single_worker, args=(sq, results, tmp)))
+        for p in range(args.pairs):
+            dq.put(None)
+            for rank in (0, 1):
+                procs.append(
+                    ctx.Process(
+                        target=pair_worker, args=(rank, args.port + p, args.backend, dq, results, tmp)
+                    )
+                )
+        for p in procs:
+            p.start()
+        out = [results.get() for _ in range(len(singles) + len(ddp))]
+        for p in procs:
+            p.join()
+    errors = [r["error"] for r in out if r and "error" in r]
+    meta = {"device": args.device, "backend": args.backend, "wall_s": time.time() - t0, "errors": errors[:5]}
+    meta.update(singles=args.singles, pairs=args.pairs, host_cpus=os.cpu_count())
+    data = {"meta": meta, "records": [r for r in out if r and "error" not in r]}
+    Path(args.records).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.records).write_text(json.dumps(data))
+    print(f"{len(data['records'])} records, {len(errors)} errors, {meta['wall_s']:.0f} s -> {args.records}")
+    for e in errors[:3]:
+        print("error:", e, file=sys.stderr)
+
+
+def _name(r: dict[str, Any]) -> str:
+    j = r["job"]
+    return (
+        f"runs/single-r{j['replica']}"
+        if j["kind"] == "single"
+        else f"runs/proc ({j['mistake']} #{j['replica']})"
+    )
+
+
+def judge_all(records: list[dict[str, Any]], k: int, seed: int, alpha: float) -> dict[str, Any]:
+    """Every DDP run against a seeded draw of K replicas; every replica (leave-one-out) against K others."""
+    from gates.judges.replicas import StatTier, judge_replicas
+
+    tier = StatTier(alpha=alpha)
+    pool = [r for r in records if r["job"]["kind"] == "single"]
+    rng = random.Random(seed * 7919 + k)
+    rows: dict[str, list[str]] = {}
+    examples: dict[str, str] = {}
+    for r in records:
+        if r["job"]["kind"] == "single":
+            others = [x for x in pool if x is not r]
+            case = "null: replica left out"
+        else:
+            others, case = pool, f"ddp: {r['job']['mistake']}"
+        chosen = rng.sample(others, k)
+        o = judge_replicas([(_name(x), x) for x in chosen], (_name(r), r), tier)
+        rows.setdefault(case, []).append(o.status)
+        if o.status != "pass" or case not in examples:
+            examples[case] = o.message
+    return {"k": k, "alpha": alpha, "statuses": rows, "examples": examples}
+
+
+def cost(records: list[dict[str, Any]]) -> dict[str, float]:
+    def med(kind: str) -> float:
+        walls = [
+            r["job"]["run_wall_s"]
+            for r in records
+            if r["job"]["kind"] == kind and r["job"]["mistake"] == "none"
+        ]
+        return statistics.median(walls) if walls else float("nan")
+
+    return {"single_s": med("single"), "ddp_s": med("ddp")}
+
+
+def judge(args: argparse.Namespace) -> None:
+    data = json.loads(Path(args.records).read_text())
+    records, meta = data["records"], data["meta"]
+    c = cost(records)
+    results = [judge_all(records, k, args.seed, args.alpha) for k in args.k]
+    header = f"{'case':34} {'runs':>4} " + " ".join(f"{'K=' + str(r['k']):>14}" for r in results)
+    print(
+        f"statistical tier campaign, {meta['device']} ({meta['backend']}), alpha {args.alpha:g}, host cpus {meta['host_cpus']}"
+    )
+    print(header)
+    for case in results[0]["statuses"]:
+        n = len(results[0]["statuses"][case])
+        cells = []
+        for r in results:
+            st = r["statuses"][case]
+            bad = sum(s != "pass" for s in st)
+            cells.append(
+                f"{bad:>3}/{n} {'alarm' if case.startswith('null') or case.endswith('none') else 'caught'}"
+            )
+        print(f"{case:34} {n:>4} " + " ".join(f"{x:>14}" for x in cells))
+    exact = c["single_s"] + c["ddp_s"]
+    print(
+        f"cost: single run {c['single_s']:.2f} s, DDP run {c['ddp_s']:.2f} s (median wall); exact tier {exact:.2f} s"
+    )
+    for r in results:
+        tier = r["k"] * c["single_s"] + c["ddp_s"]
+        print(f"  K={r['k']}: {tier:.2f} s = {tier / exact:.2f} x the exact tier")
+    out = {"meta": meta, "cost": c, "alpha": args.alpha, "results": results}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--backend", default="gloo")
+    r.add_argument("--pool", type=int, default=24)
+    r.add_argument("--nulls", type=int, default=100)
+    r.add_argument("--per-mistake", type=int, default=20)
+    r.add_argument("--singles", type=int, default=1)
+    r.add_argument("--pairs", type=int, default=1)
+    r.add_argument("--port", type=int, default=29611)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--dropout", type=float, default=0.1)
+    r.add_argument("--records", required=True)
+    j = sub.add_parser("judge")
+    j.add_argument("records")
+    j.add_argument("--k", type=int, nargs="+", default=[2, 3, 4])
+    j.add_argument("--alpha", type=float, default=0.01)
+    j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--out")
+    args = ap.parse_args()
+    run(args) if args.cmd == "run" else judge(args)
+
+
+if __name__ == "__main__":
+    main()

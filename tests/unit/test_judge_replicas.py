@@ -1,0 +1,352 @@
+"""gates/judges/replicas.py and distributions.py under mutation: the statistical tier as pure functions.
+
+Hand-made replica records: a decaying loss curve plus per-replica noise (white per step, and a slow
+random walk: the weights' drift), drawn from seeded generators. Each check gets records that differ in
+exactly one way; the tests pin the verdict, the statistic and the message. Negative controls: the same
+statistic at a loose alpha alarms on unshifted noise (the test can fail), an unshifted run passes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+
+import pytest
+
+from gates.judges.ddp import check_dropout
+from gates.judges.distributions import betainc, f_upper, t_two_sided
+from gates.judges.replicas import (
+    CurveTest,
+    StatTier,
+    check_cross_rank,
+    check_lr,
+    check_val0,
+    curve_tests,
+    hint,
+    judge_replicas,
+    level_test,
+    nonfinite,
+    replicas_agree,
+    roughness_test,
+    shape_problem,
+)
+
+STEPS = 30
+
+
+def curve(rng: random.Random, start: float, white: float, walk: float) -> list[float]:
+    out, drift = [], 0.0
+    for i in range(STEPS):
+        drift += rng.gauss(0.0, walk)
+        out.append(start * math.exp(-i / 20) + drift + rng.gauss(0.0, white))
+    return out
+
+
+def record(seed: int, index: int, world: int = 1, white: float = 0.01, **changes) -> dict:
+    rng = random.Random(seed)
+    m = {
+        "config_hash": "h1",
+        "steps": STEPS,
+        "device": "cpu",
+        "precision": "fp32",
+        "world": world,
+        "launcher": "single" if world == 1 else "proc",
+        "train_loss": curve(rng, 4.0, white, 0.002),
+        "grad_norm": curve(rng, 1.0, 0.02, 0.002),
+        "lr": [0.001 * (i + 1) for i in range(STEPS)],
+        "eval": [{"step": 0, "loss": 4.1}]
+        + [{"step": s, "loss": 4.0 * math.exp(-s / 20) + rng.gauss(0, 0.005)} for s in (10, 20, 30)],
+        "samples": {
+            "count": [8] * STEPS,
+            "hash_sum": [100 + i for i in range(STEPS)],
+            "dropout_hash_sum": [0] * STEPS,
+        },
+        "dropout": {"masks": "unseeded", "modules": 3, "p": [0.1]},
+        "replica": {"index": index, "tier": "statistical", "noise_seed": seed},
+        "cross_rank": {
+            "max_abs_diff": 0.0,
+            "per_rank": [{"rank": r, "max_abs_diff": 0.0, "param_sum": 1.0} for r in range(world)],
+        },
+        "runrecord": "1.4",
+    }
+    m.update(changes)
+    return m
+
+
+def replicas(k: int, base: int = 0) -> list[tuple[str, dict]]:
+    return [(f"runs/single-r{i}", record(1000 * base + i, i)) for i in range(k)]
+
+
+def ddp(seed: int = 999, **changes) -> tuple[str, dict]:
+    return ("runs/proc", record(seed, 0, world=2, **changes))
+
+
+TIER = StatTier()
+
+
+# ---- distributions ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("t", "df", "p"),
+    [
+        (0.5, 3, 0.651447964848151),
+        (5.841, 3, 0.00999956447532415),
+        (17.3, 2, 0.0033245878115029178),
+        (1.0, 1, 0.5),
+        (3.0, 30, 0.005389964065651945),
+        (40.0, 3, 3.4380680789158506e-05),
+        (0.0, 5, 1.0),
+    ],
+)
+def test_t_two_sided_matches_reference_values(t, df, p):  # reference: scipy.stats.t.sf * 2
+    assert t_two_sided(t, df) == pytest.approx(p, rel=1e-9)
+    assert t_two_sided(-t, df) == pytest.approx(p, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("f", "a", "b", "p"),
+    [
+        (1.0, 39, 117, 0.48257943685580296),
+        (1.9, 39, 117, 0.0045494127825127725),
+        (3.0, 10, 5, 0.11848355278206942),
+        (0.5, 2, 2, 0.6666666666666667),
+        (10.0, 1, 1, 0.19498222904213666),
+    ],
+)
+def test_f_upper_matches_reference_values(f, a, b, p):  # reference: scipy.stats.f.sf
+    assert f_upper(f, a, b) == pytest.approx(p, rel=1e-9)
+
+
+def test_distribution_edges():
+    assert betainc(2.0, 3.0, 0.0) == 0.0 and betainc(2.0, 3.0, 1.0) == 1.0
+    assert betainc(2.0, 3.0, -0.5) == 0.0 and betainc(2.0, 3.0, 1.5) == 1.0
+    assert betainc(2.0, 3.0, 0.4) == pytest.approx(0.5248, rel=1e-12)  # 1 - sum: exact polynomial
+    assert betainc(2.0, 3.0, 0.9) == pytest.approx(0.9963, rel=1e-12)
+    assert betainc(0.5, 0.5, 0.25) == pytest.approx(1 / 3, rel=1e-12)  # arcsine law: (2/pi) asin(sqrt x)
+    assert t_two_sided(math.inf, 3) == 0.0 and t_two_sided(math.nan, 3) == 0.0
+    assert f_upper(math.inf, 3, 4) == 0.0 and f_upper(math.nan, 3, 4) == 0.0
+    assert f_upper(0.0, 3, 4) == 1.0 and f_upper(-1.0, 3, 4) == 1.0
+
+
+# ---- the statistics ---------------------------------------------------------------------------------
+
+
+def test_level_test_exact_numbers():
+    t = level_test("x", [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]], [4.0, 4.0])
+    # means 1, 2, 3: centre 2, sd 1; gap 2; t = 2 / sqrt(1 + 1/3)
+    assert t.name == "x level" and t.statistic == pytest.approx(2 / math.sqrt(4 / 3), rel=1e-12)
+    assert t.p == pytest.approx(t_two_sided(2 / math.sqrt(4 / 3), 2), rel=1e-12)
+    assert level_test("x", [[1.0], [1.0]], [1.0]).statistic == 0.0
+    assert level_test("x", [[1.0], [1.0]], [1.0]).p == 1.0
+    assert level_test("x", [[1.0], [1.0]], [1.5]).statistic == math.inf
+    assert level_test("x", [[1.0], [1.0]], [1.5]).p == 0.0
+
+
+def test_roughness_test_exact_numbers():
+    ys = [[0.0, 1.0, 0.0], [0.0, -1.0, 0.0]]  # diffs [1, -1] and [-1, 1]: centre [0, 0]; within 4
+    got = roughness_test("x", ys, [0.0, 2.0, 0.0])  # diffs [2, -2]: mean square 4, / 1.5
+    assert got.name == "x roughness"
+    assert got.statistic == pytest.approx((4 / 1.5) / (4 / 2), rel=1e-12)
+    assert got.p == pytest.approx(f_upper(got.statistic, 2, 2), rel=1e-12)
+    flat = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert roughness_test("x", flat, [0.0, 0.0, 0.0]).statistic == 0.0
+    assert roughness_test("x", flat, [0.0, 1.0, 0.0]).statistic == math.inf
+
+
+def test_curve_tests_cover_both_curves_and_common_evals():
+    reps = [m for _, m in replicas(3)]
+    run = ddp()[1]
+    names = [t.name for t in curve_tests(reps, run)]
+    assert names == [
+        "train_loss level",
+        "train_loss roughness",
+        "grad_norm level",
+        "grad_norm roughness",
+        "eval level",
+    ]
+    short = copy.deepcopy(run)
+    short["eval"] = [e for e in short["eval"] if e["step"] in (0, 10)]
+    evals = [t for t in curve_tests(reps, short) if t.name == "eval level"]
+    assert len(evals) == 1  # only step 10 is common: the level of that one eval
+    two = [copy.deepcopy(m) for m in reps]
+    for m in [*two, short]:
+        m["train_loss"], m["grad_norm"] = m["train_loss"][:2], m["grad_norm"][:2]
+    short["eval"] = [{"step": 0, "loss": 4.1}]
+    assert [t.name for t in curve_tests(two, short)] == ["train_loss level", "grad_norm level"]
+
+
+def _alarms(alpha: float, shift: float = 0.0, extra: float = 0.0, draws: int = 300) -> int:
+    n = 0
+    for d in range(draws):
+        run = ddp(seed=50_000 + d)
+        if shift or extra:
+            rng = random.Random(d)
+            run[1]["grad_norm"] = [x + shift + rng.gauss(0, extra) for x in run[1]["grad_norm"]]
+        n += judge_replicas(replicas(3, base=d + 1), run, StatTier(alpha=alpha)).status != "pass"
+    return n
+
+
+def test_unshifted_noise_passes_at_the_stated_rate():
+    assert _alarms(0.01) <= 9  # 300 null draws at alpha 0.01: 3 expected
+    assert _alarms(0.5) >= 60  # negative control: a loose alpha alarms on the same noise
+
+
+def test_a_shifted_or_noisier_curve_is_caught():
+    assert _alarms(0.01, shift=1.0, draws=40) >= 38  # a level shift of the grad norm
+    assert _alarms(0.01, extra=0.1, draws=40) >= 38  # a grad norm 5x noisier step to step
+
+
+# ---- the verdict --------------------------------------------------------------------------------
+
+
+def test_a_correct_run_passes_naming_the_tier():
+    o = judge_replicas(replicas(4), ddp(), TIER)
+    assert o.status == "pass", o.message
+    assert o.message.startswith("statistical tier (K=4, alpha 0.01, each of 5 tests at 0.002)")
+    assert "4 replicas share samples, lr and val@0" in o.message
+    assert "train_loss level t" in o.message and "eval level" in o.message
+    assert o.threshold == (
+        "statistical tier: K=4 replicas (>= 3), alpha 0.01; samples, lr, cross-rank exact, val@0 rel <= 1e-06"
+    )
+    assert 0.01 <= o.measured <= 1.0
+
+
+def test_too_few_replicas_is_inconclusive_never_a_pass():
+    o = judge_replicas(replicas(2), ddp(), TIER)
+    assert o.status == "inconclusive" and o.measured == 2
+    assert "2 replicas of single, the tier needs >= 3" in o.message
+    assert judge_replicas(replicas(3), ddp(), TIER).status == "pass"  # control: 3 are enough
+    assert judge_replicas(replicas(1), ddp(), StatTier(min_replicas=2)).status == "inconclusive"
+
+
+def test_non_finite_fails():
+    run = ddp()
+    run[1]["grad_norm"][7] = math.nan
+    o = judge_replicas(replicas(3), run, TIER)
+    assert o.status == "fail" and "non-finite: runs/proc: grad_norm[7] = nan (1 non-finite)" in o.message
+    reps = replicas(3)
+    reps[1][1]["train_loss"][0] = math.inf
+    assert "runs/single-r1: train_loss[0] = inf" in judge_replicas(reps, ddp(), TIER).message
+    reps = replicas(3)
+    reps[2][1]["eval"][2]["loss"] = math.nan
+    assert nonfinite(reps) == "runs/single-r2: eval at step 20 = nan"
+    assert nonfinite(replicas(3)) is None
+
+
+def test_the_exact_checks_fail_on_their_own():
+    run = ddp(lr=[0.001 * (i + 1) for i in range(1, STEPS + 1)])  # lr one step ahead
+    o = judge_replicas(replicas(3), run, TIER)
+    assert (
+        o.status == "fail"
+        and "lr: lr differs at 30 steps, first step 0: 0.002 vs runs/single-r0 0.001" in o.message
+    )
+    run = ddp()
+    run[1]["cross_rank"] = {
+        "max_abs_diff": 0.07,
+        "per_rank": [
+            {"rank": 0, "max_abs_diff": 0.0, "param_sum": 1.0},
+            {"rank": 1, "max_abs_diff": 0.07, "param_sum": 1.1},
+        ],
+    }
+    o = judge_replicas(replicas(3), run, TIER)
+    assert (
+        "cross-rank: runs/proc: ranks [1] ended with other parameters than rank 0 (max |p_r - p_0| 0.07 > 0)"
+        in o.message
+    )
+    run = ddp()
+    run[1]["samples"]["hash_sum"][3] += 1
+    assert "samples differ at 1 of 30 steps, first step 3" in judge_replicas(replicas(3), run, TIER).message
+
+
+def test_check_functions():
+    ref = replicas(1)[0]
+    assert check_lr(ref, ddp()).ok and check_lr(ref, ddp()).detail == "lr equal at 30 steps"
+    run = ddp()
+    run[1]["eval"][0]["loss"] = 4.1 * (1 + 2e-6)
+    bad = check_val0(ref, run, 1e-6)
+    assert not bad.ok and "rel 2e-06 > 1e-06): the init differs" in bad.detail
+    assert check_val0(ref, run, 3e-6).ok
+    assert check_val0(ref, ddp(), 0.0).detail == "val@0 rel 0"
+    run[1]["eval"] = run[1]["eval"][1:]
+    assert not check_val0(ref, run, 1e-6).applied and check_val0(ref, run, 1e-6).ok
+    zero = ("runs/single-r0", {**ref[1], "eval": [{"step": 0, "loss": 0.0}]})
+    assert check_val0(zero, ("runs/proc", {**ref[1], "eval": [{"step": 0, "loss": 1e-7}]}), 1e-6).ok
+    assert not check_val0(zero, ("runs/proc", {**ref[1], "eval": [{"step": 0, "loss": 1e-5}]}), 1e-6).ok
+    assert check_cross_rank(ddp(), 0.0).ok
+    near = ddp()
+    near[1]["cross_rank"]["max_abs_diff"] = 1e-7
+    near[1]["cross_rank"]["per_rank"][1]["max_abs_diff"] = 1e-7
+    assert check_cross_rank(near, 1e-6).ok and not check_cross_rank(near, 0.0).ok
+    assert "ranks [1]" in check_cross_rank(near, 0.0).detail
+
+
+def test_replicas_must_share_data_order_lr_and_val0():
+    assert replicas_agree(replicas(3)).ok
+    for key, change in (
+        ("samples.count", lambda m: m["samples"]["count"].__setitem__(4, 9)),
+        ("samples.hash_sum", lambda m: m["samples"]["hash_sum"].__setitem__(4, 9)),
+        ("lr", lambda m: m["lr"].__setitem__(4, 9.0)),
+        ("val_loss@0", lambda m: m["eval"][0].__setitem__("loss", 9.0)),
+    ):
+        reps = replicas(3)
+        change(reps[2][1])
+        c = replicas_agree(reps)
+        assert not c.ok and c.detail.startswith(f"runs/single-r2 differs from runs/single-r0 in {key}:"), key
+        assert judge_replicas(reps, ddp(), TIER).status == "fail"
+
+
+def test_shape_problems():
+    reps = replicas(3)
+    assert shape_problem(reps, ddp()) is None
+    reps[1][1]["replica"]["index"] = 0
+    assert shape_problem(reps, ddp()) == (
+        "runs/single-r1 and runs/single-r0 are both replica 0: each replica needs its own rec.reseed(k)"
+    )
+    for key, value in (("config_hash", "h2"), ("steps", 31), ("device", "cuda"), ("precision", "bf16")):
+        msg = shape_problem(replicas(3), ddp(**{key: value}))
+        assert msg.startswith(f"runs/proc and runs/single-r0 differ in {key}"), key
+    seeded = ddp(dropout={"masks": "seeded", "modules": 1, "p": [0.1]})
+    assert (
+        "runs/proc: not a replica of the statistical tier (metrics.json dropout.masks 'seeded')"
+        in shape_problem(replicas(3), seeded)
+    )
+    bare = ddp()
+    del bare[1]["replica"]
+    assert "runs/proc: not a replica" in shape_problem(replicas(3), bare)
+    none = ddp()
+    del none[1]["dropout"]
+    assert "dropout.masks None" in shape_problem(replicas(3), none)
+    wide = replicas(3)
+    wide[2][1]["world"] = 2
+    assert shape_problem(wide, ddp()) == "runs/single-r2: a replica of single ran at world 2"
+    o = judge_replicas(replicas(3), ddp(steps=31), TIER)
+    assert o.status == "fail" and "differ in steps" in o.message
+
+
+def test_hints_name_the_gradients_first_then_the_logged_loss():
+    def t(name):
+        return CurveTest(name, 9.0, 1e-9)
+
+    assert hint([t("train_loss roughness"), t("grad_norm level")]).startswith("the gradients differ")
+    assert hint([t("train_loss roughness")]).startswith("the logged loss is noisier than every replica")
+    assert hint([t("train_loss level")]).startswith("the logged training loss is off")
+    assert hint([t("eval level")]).startswith("the validation losses are off")
+    assert t("grad_norm roughness").line() == "grad_norm roughness F 9 p 1e-09"
+    assert t("eval level").line() == "eval level t 9 p 1e-09"
+
+
+def test_a_noisier_logged_loss_fails_with_the_logging_hint():
+    run = ddp(white=0.05)  # one rank's loss: 5x the replicas' step-to-step noise, gradients unchanged
+    o = judge_replicas(replicas(3), run, TIER)
+    assert o.status == "fail" and "train_loss roughness F" in o.message
+    assert "Next: the logged loss is noisier than every replica" in o.message
+    assert "grad_norm" not in o.message.split("outside the replicas' spread:")[1]
+    assert o.measured < 0.01
+
+
+def test_exact_loss_match_says_unseeded_dropout_is_the_statistical_tiers():
+    c = check_dropout(record(1, 0), record(2, 1, world=2))
+    assert not c.ok and "unseeded dropout (runrecord dropout='replicas')" in c.detail
+    assert "the statistical tier does" in c.detail
