@@ -103,13 +103,28 @@ def pair_worker(rank: int, port: int, backend: str, jobs: Any, results: Any, tmp
     dist.destroy_process_group()
 
 
+def _collect(results: Any, n: int, timeout: float) -> list[Any]:
+    import queue
+
+    out = []
+    for _ in range(n):
+        try:
+            out.append(results.get(timeout=timeout))
+        except queue.Empty:
+            out.append({"error": f"no result within {timeout:g} s ({n - len(out)} runs missing)"})
+            break
+    return out
+
+
 def jobs_of(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from stat_loop import MISTAKES
 
     base = {"seed": args.seed, "dropout": args.dropout, "device": args.device}
+    if args.steps:
+        base["train"] = {"steps": args.steps, "eval_every": max(1, args.steps // 4)}
     singles = [{**base, "kind": "single", "mistake": "none", "replica": k} for k in range(args.pool)]
     ddp = [{**base, "kind": "ddp", "mistake": "none", "replica": k} for k in range(args.nulls)]
-    for m in MISTAKES[1:]:
+    for m in MISTAKES[1:] if args.mistakes is None else args.mistakes:
         ddp += [{**base, "kind": "ddp", "mistake": m, "replica": k} for k in range(args.per_mistake)]
     return singles, ddp
 
@@ -140,9 +155,11 @@ def run(args: argparse.Namespace) -> None:
                 )
         for p in procs:
             p.start()
-        out = [results.get() for _ in range(len(singles) + len(ddp))]
+        out = _collect(results, len(singles) + len(ddp), args.result_timeout)
         for p in procs:
-            p.join()
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()  # a rank stuck in a collective after its peer failed
     errors = [r["error"] for r in out if r and "error" in r]
     meta = {"device": args.device, "backend": args.backend, "wall_s": time.time() - t0, "errors": errors[:5]}
     meta.update(singles=args.singles, pairs=args.pairs, host_cpus=os.cpu_count())
@@ -163,23 +180,24 @@ def _name(r: dict[str, Any]) -> str:
     )
 
 
-def judge_all(records: list[dict[str, Any]], k: int, seed: int, alpha: float) -> dict[str, Any]:
-    """Every DDP run against a seeded draw of K replicas; every replica (leave-one-out) against K others."""
+def judge_all(records: list[dict[str, Any]], k: int, seed: int, alpha: float, perms: int) -> dict[str, Any]:
+    """Every DDP run against a seeded draw of K replicas from the pool; `perms` replica-label
+    permutations (K + 1 replicas drawn, one judged as the run against the other K)."""
     from gates.judges.replicas import StatTier, judge_replicas
 
-    tier = StatTier(alpha=alpha)
+    tier = StatTier(alpha=alpha, min_replicas=2)  # K=2 judged too: what it would give
     pool = [r for r in records if r["job"]["kind"] == "single"]
     rng = random.Random(seed * 7919 + k)
+    trials = [
+        (f"ddp: {r['job']['mistake']}", r, rng.sample(pool, k)) for r in records if r["job"]["kind"] == "ddp"
+    ]
+    for _ in range(perms if len(pool) > k else 0):
+        drawn = rng.sample(pool, k + 1)
+        trials.append(("null: replica permutation", drawn[0], drawn[1:]))
     rows: dict[str, list[str]] = {}
     examples: dict[str, str] = {}
-    for r in records:
-        if r["job"]["kind"] == "single":
-            others = [x for x in pool if x is not r]
-            case = "null: replica left out"
-        else:
-            others, case = pool, f"ddp: {r['job']['mistake']}"
-        chosen = rng.sample(others, k)
-        o = judge_replicas([(_name(x), x) for x in chosen], (_name(r), r), tier)
+    for case, run, chosen in sorted(trials, key=lambda t: t[0] != "ddp: none"):
+        o = judge_replicas([(_name(x), x) for x in chosen], (_name(run), run), tier)
         rows.setdefault(case, []).append(o.status)
         if o.status != "pass" or case not in examples:
             examples[case] = o.message
@@ -201,9 +219,10 @@ def cost(records: list[dict[str, Any]]) -> dict[str, float]:
 def judge(args: argparse.Namespace) -> None:
     data = json.loads(Path(args.records).read_text())
     records, meta = data["records"], data["meta"]
-    c = cost(records)
-    results = [judge_all(records, k, args.seed, args.alpha) for k in args.k]
-    header = f"{'case':34} {'runs':>4} " + " ".join(f"{'K=' + str(r['k']):>14}" for r in results)
+    quiet = json.loads(Path(args.cost).read_text())["records"] if args.cost else records
+    c = cost(quiet)
+    results = [judge_all(records, k, args.seed, args.alpha, args.perms) for k in args.k]
+    header = f"{'case':34} {'runs':>4} " + " ".join(f"{'K=' + str(r['k']):>16}" for r in results)
     print(
         f"statistical tier campaign, {meta['device']} ({meta['backend']}), alpha {args.alpha:g}, host cpus {meta['host_cpus']}"
     )
@@ -217,7 +236,7 @@ def judge(args: argparse.Namespace) -> None:
             cells.append(
                 f"{bad:>3}/{n} {'alarm' if case.startswith('null') or case.endswith('none') else 'caught'}"
             )
-        print(f"{case:34} {n:>4} " + " ".join(f"{x:>14}" for x in cells))
+        print(f"{case:34} {n:>4} " + " ".join(f"{x:>16}" for x in cells))
     exact = c["single_s"] + c["ddp_s"]
     print(
         f"cost: single run {c['single_s']:.2f} s, DDP run {c['ddp_s']:.2f} s (median wall); exact tier {exact:.2f} s"
@@ -245,12 +264,17 @@ def main() -> None:
     r.add_argument("--port", type=int, default=29611)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--dropout", type=float, default=0.1)
+    r.add_argument("--steps", type=int, default=0, help="train.steps (0: stat_loop's 40)")
+    r.add_argument("--mistakes", nargs="*", help="the mistakes to plant (default: all)")
+    r.add_argument("--result-timeout", type=float, default=180.0)
     r.add_argument("--records", required=True)
     j = sub.add_parser("judge")
     j.add_argument("records")
     j.add_argument("--k", type=int, nargs="+", default=[2, 3, 4])
     j.add_argument("--alpha", type=float, default=0.01)
     j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--perms", type=int, default=1000, help="replica-label permutations (null draws)")
+    j.add_argument("--cost", help="records of a quiet run (one single, one DDP at a time) for the cost")
     j.add_argument("--out")
     args = ap.parse_args()
     run(args) if args.cmd == "run" else judge(args)

@@ -78,16 +78,21 @@ def level_test(name: str, replicas: list[list[float]], run: list[float]) -> Curv
 
 def roughness_test(name: str, replicas: list[list[float]], run: list[float]) -> CurveTest:
     """Step-to-step variance around the replicas' mean curve: the run's against the replicas' pooled
-    (their spread about their own mean), F(S - 1, (K - 1)(S - 1)), upper tail."""
-    k, steps = len(replicas), len(run)
-    diffs = [[y[i + 1] - y[i] for i in range(steps - 1)] for y in replicas]
-    centre = [_mean([d[i] for d in diffs]) for i in range(steps - 1)]
-    mine = [run[i + 1] - run[i] - centre[i] for i in range(steps - 1)]
-    num = _mean([x * x for x in mine]) / (1.0 + 1.0 / k)
-    within = sum((d[i] - centre[i]) ** 2 for d in diffs for i in range(steps - 1))
-    den = within / ((k - 1) * (steps - 1))
-    f = (0.0 if num == 0.0 else math.inf) if den == 0.0 else num / den
-    return CurveTest(f"{name} roughness", f, f_upper(f, steps - 1, (k - 1) * (steps - 1)))
+    (their spread about their own mean), F upper tail. The steps' variances differ (warmup, decay) and
+    differences of white noise correlate (lag 1: -1/2), so each side's degrees of freedom are
+    Satterthwaite's from the per-step variances, times 2/3 (docs/statistical-tier.md)."""
+    k, gaps = len(replicas), len(run) - 1
+    diffs = [[y[i + 1] - y[i] for i in range(gaps)] for y in replicas]
+    centre = [_mean([d[i] for d in diffs]) for i in range(gaps)]
+    num = _mean([(run[i + 1] - run[i] - centre[i]) ** 2 for i in range(gaps)]) / (1.0 + 1.0 / k)
+    per_step = [sum((d[i] - centre[i]) ** 2 for d in diffs) / (k - 1) for i in range(gaps)]
+    den = _mean(per_step)
+    if den == 0.0:
+        return CurveTest(f"{name} roughness", 0.0 if num == 0.0 else math.inf, 1.0 if num == 0.0 else 0.0)
+    # E[w^2] = sigma^4 (1 + 2 / (k - 1)) for a variance w of k - 1 degrees of freedom: unbiased below
+    df1 = min(gaps, sum(per_step) ** 2 * (1.0 + 2.0 / (k - 1)) / sum(w * w for w in per_step)) * 2.0 / 3.0
+    f = num / den
+    return CurveTest(f"{name} roughness", f, f_upper(f, df1, (k - 1) * df1))
 
 
 def _evals(m: Metrics) -> dict[int, float]:

@@ -149,10 +149,19 @@ def test_roughness_test_exact_numbers():
     got = roughness_test("x", ys, [0.0, 2.0, 0.0])  # diffs [2, -2]: mean square 4, / 1.5
     assert got.name == "x roughness"
     assert got.statistic == pytest.approx((4 / 1.5) / (4 / 2), rel=1e-12)
-    assert got.p == pytest.approx(f_upper(got.statistic, 2, 2), rel=1e-12)
+    # per-step variances [2, 2]: Satterthwaite min(2, 16 * 3 / 8) = 2, times 2/3
+    assert got.p == pytest.approx(f_upper(got.statistic, 4 / 3, 4 / 3), rel=1e-12)
+    uneven = [[0.0, 1.0, 1.0, 1.0], [0.0, -1.0, -1.0, -0.5], [0.0, 0.0, 0.0, -0.5]]
+    # diffs [1,0,0], [-1,0,0.5], [0,0,-0.5]: centre [0, 0, 0]; per step [1, 0, 0.25]; den 1.25 / 3
+    got = roughness_test("x", uneven, [0.0, 1.0, 1.0, 1.0])  # diffs [1, 0, 0]: num (1/3) / (4/3)
+    assert got.statistic == pytest.approx(0.25 / (1.25 / 3), rel=1e-12)
+    df1 = min(3, 1.25**2 * 2 / (1 + 0.0625)) * 2 / 3
+    assert got.p == pytest.approx(f_upper(got.statistic, df1, 2 * df1), rel=1e-12)
     flat = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     assert roughness_test("x", flat, [0.0, 0.0, 0.0]).statistic == 0.0
+    assert roughness_test("x", flat, [0.0, 0.0, 0.0]).p == 1.0
     assert roughness_test("x", flat, [0.0, 1.0, 0.0]).statistic == math.inf
+    assert roughness_test("x", flat, [0.0, 1.0, 0.0]).p == 0.0
 
 
 def test_curve_tests_cover_both_curves_and_common_evals():
