@@ -28,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.distributed import init_process_group, destroy_process_group
 
 from model import GPTConfig, GPT
+from runrecord import RunRecorder # runrecord
 
 # -----------------------------------------------------------------------------
 # default config values designed to train a gpt2 (124M) on OpenWebText
@@ -85,8 +86,9 @@ if ddp:
     ddp_rank = int(os.environ['RANK'])
     ddp_local_rank = int(os.environ['LOCAL_RANK'])
     ddp_world_size = int(os.environ['WORLD_SIZE'])
-    device = f'cuda:{ddp_local_rank}'
-    torch.cuda.set_device(device)
+    if device.startswith('cuda'): # showcase port: CPU ranks (gloo) stay on the CPU
+        device = f'cuda:{ddp_local_rank}'
+        torch.cuda.set_device(device)
     master_process = ddp_rank == 0 # this process will do logging, checkpointing etc.
     seed_offset = ddp_rank # each process gets a different seed
     # world_size number of processes will be training simultaneously, so we can scale
@@ -113,14 +115,20 @@ ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=
 
 # poor man's data loader
 data_dir = os.path.join('data', dataset)
-def get_batch(split):
+eval_gen = torch.Generator().manual_seed(1337) # showcase same-batches: evaluation's own generator
+def get_batch(split, fetch=None): # showcase same-batches: fetch = the training micro-batch's number
     # We recreate np.memmap every batch to avoid a memory leak, as per
     # https://stackoverflow.com/questions/45132940/numpy-memmap-memory-usage-want-to-iterate-once/61472122#61472122
     if split == 'train':
         data = np.memmap(os.path.join(data_dir, 'train.bin'), dtype=np.uint16, mode='r')
     else:
         data = np.memmap(os.path.join(data_dir, 'val.bin'), dtype=np.uint16, mode='r')
-    ix = torch.randint(len(data) - block_size, (batch_size,))
+    if fetch is None: # showcase same-batches: evaluation draws from eval_gen, not the global RNG dropout shares
+        ix = torch.randint(len(data) - block_size, (batch_size,), generator=eval_gen)
+    else: # showcase same-batches: the step's global batch from a generator seeded by the step, then this rank's share
+        step, micro = divmod(fetch, gradient_accumulation_steps)
+        ix = torch.randint(len(data) - block_size, (ddp_world_size * gradient_accumulation_steps * batch_size,), generator=torch.Generator().manual_seed(1337 + step))
+        ix = ix.view(-1, batch_size)[seed_offset * gradient_accumulation_steps + micro] # seed_offset: the rank
     x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])
     y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])
     if device_type == 'cuda':
@@ -128,6 +136,7 @@ def get_batch(split):
         x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     else:
         x, y = x.to(device), y.to(device)
+    x.sample_ix = ix # runrecord: the rows' dataset indices (window starts)
     return x, y
 
 # init these up here, can override if init_from='resume' (i.e. from a checkpoint)
@@ -191,6 +200,7 @@ if block_size < model.config.block_size:
     model.crop_block_size(block_size)
     model_args['block_size'] = block_size # so that the checkpoint will have the right value
 model.to(device)
+rec = RunRecorder({'seed': 1337, 'model': model_args, 'train': {**config, 'steps': max_iters + 1, 'eval_every': eval_interval}}, tokens_per_iter, model=model, run_dir='runs/proc' if ddp else 'runs/single') # runrecord
 
 # initialize a GradScaler. If enabled=False scaler is a no-op
 scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))
@@ -209,7 +219,7 @@ if compile:
 
 # wrap model into DDP container
 if ddp:
-    model = DDP(model, device_ids=[ddp_local_rank])
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None) # showcase port: CPU
 
 # helps estimate an arbitrarily accurate loss over either split using many batches
 @torch.no_grad()
@@ -247,7 +257,7 @@ if wandb_log and master_process:
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
 # training loop
-X, Y = get_batch('train') # fetch the very first batch
+X, Y = get_batch('train', 0) # fetch the very first batch
 t0 = time.time()
 local_iter_num = 0 # number of iterations in the lifetime of this process
 raw_model = model.module if ddp else model # unwrap DDP container if needed
@@ -263,6 +273,7 @@ while True:
     if iter_num % eval_interval == 0 and master_process:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        rec.eval(iter_num, losses['val']) # runrecord
         if wandb_log:
             wandb.log({
                 "iter": iter_num,
@@ -296,22 +307,26 @@ while True:
             # I really dislike that this bloats the code and forces us to repeat code
             # looking at the source of that context manager, it just toggles this variable
             model.require_backward_grad_sync = (micro_step == gradient_accumulation_steps - 1)
+        rec.samples(X.sample_ix) # runrecord
         with ctx:
             logits, loss = model(X, Y)
             loss = loss / gradient_accumulation_steps # scale the loss to account for gradient accumulation
+        loss_sum = loss.detach() + (loss_sum if micro_step else 0.0) # runrecord: this rank's mean loss
         # immediately async prefetch next batch while model is doing the forward pass on the GPU
-        X, Y = get_batch('train')
+        X, Y = get_batch('train', iter_num * gradient_accumulation_steps + micro_step + 1)
         # backward pass, with gradient scaling if training in fp16
         scaler.scale(loss).backward()
     # clip the gradient
     if grad_clip != 0.0:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) # runrecord: grad_norm =
     # step the optimizer and scaler if training in fp16
     scaler.step(optimizer)
     scaler.update()
     # flush the gradients as soon as we can, no need for this memory anymore
     optimizer.zero_grad(set_to_none=True)
+    if ddp: torch.distributed.all_reduce(loss_sum) # runrecord: the step's loss summed over ranks
+    rec.step(loss=loss_sum.item() / ddp_world_size, grad_norm=grad_norm, lr=lr) # runrecord
 
     # timing and logging
     t1 = time.time()
@@ -332,5 +347,6 @@ while True:
     if iter_num > max_iters:
         break
 
+rec.finish() # runrecord
 if ddp:
     destroy_process_group()
