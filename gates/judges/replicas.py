@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gates.judges.ddp import Check, check_samples
+from gates.judges.ddp import shape_problem as ddp_shape
 from gates.judges.distributions import f_upper, t_two_sided
 from gates.judges.outcome import Outcome, fmt
 
@@ -135,8 +136,9 @@ def nonfinite(runs: list[Named]) -> str | None:
 
 
 def shape_problem(replicas: list[Named], run: Named) -> str | None:
-    """Why the runs cannot be judged together: not replicas of one config, length or device, a replica
-    recorded twice, or a record that is not a replica of the statistical tier."""
+    """Why the runs cannot be judged together: a record that is not a replica of the statistical tier,
+    runs that loss_match could not compare either (gates/judges/ddp.py shape_problem: one config,
+    length, device and precision), a replica off one device, or one replica recorded twice."""
     name0, first = replicas[0]
     for name, m in [*replicas, run]:
         if m.get("dropout", {}).get("masks") != "unseeded" or "replica" not in m:
@@ -145,12 +147,15 @@ def shape_problem(replicas: list[Named], run: Named) -> str | None:
                 f"{m.get('dropout', {}).get('masks')!r}): record it with RunRecorder(..., dropout='replicas') "
                 "and rec.reseed(replica)"
             )
-        for key in ("config_hash", "steps", "device", "precision"):
-            if m[key] != first[key]:
-                return f"{name} and {name0} differ in {key} ({m[key]!r} vs {first[key]!r}): re-run with one config"
     for name, m in replicas:
         if m["world"] != 1:
             return f"{name}: a replica of single ran at world {m['world']}"
+    for name, m in [*replicas[1:], run]:  # the world is the DDP run's own: compared as loss_match does
+        problem = ddp_shape(
+            {**first, "world": m["world"]}, m, name.removeprefix("runs/"), name0.removeprefix("runs/")
+        )
+        if problem:
+            return problem
     seen: dict[int, str] = {}
     for name, m in replicas:
         k = m["replica"]["index"]

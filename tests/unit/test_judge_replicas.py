@@ -47,6 +47,7 @@ def record(seed: int, index: int, world: int = 1, white: float = 0.01, **changes
     rng = random.Random(seed)
     m = {
         "config_hash": "h1",
+        "config": {"train": {"lr": 0.1}},
         "steps": STEPS,
         "device": "cpu",
         "precision": "fp32",
@@ -313,9 +314,20 @@ def test_shape_problems():
     assert shape_problem(reps, ddp()) == (
         "runs/single-r1 and runs/single-r0 are both replica 0: each replica needs its own rec.reseed(k)"
     )
-    for key, value in (("config_hash", "h2"), ("steps", 31), ("device", "cuda"), ("precision", "bf16")):
-        msg = shape_problem(replicas(3), ddp(**{key: value}))
-        assert msg.startswith(f"runs/proc and runs/single-r0 differ in {key}"), key
+    for key, value, said in (
+        (
+            "config_hash",
+            "h2",
+            "runs/proc and runs/single-r0 trained different configurations (config_hash h2 vs h1",
+        ),
+        ("steps", 31, "runs/proc/metrics.json: train_loss has 30 entries for 31 steps"),
+        ("device", "cuda", "runs/proc ran on cuda/fp32, runs/single-r0 on cpu/fp32"),
+        ("precision", "bf16", "runs/proc ran on cpu/bf16, runs/single-r0 on cpu/fp32"),
+    ):
+        assert shape_problem(replicas(3), ddp(**{key: value})).startswith(said), key
+    other = replicas(3)
+    other[2][1]["config_hash"] = "h3"
+    assert shape_problem(other, ddp()).startswith("runs/single-r2 and runs/single-r0 trained different")
     seeded = ddp(dropout={"masks": "seeded", "modules": 1, "p": [0.1]})
     assert (
         "runs/proc: not a replica of the statistical tier (metrics.json dropout.masks 'seeded')"
@@ -331,7 +343,7 @@ def test_shape_problems():
     wide[2][1]["world"] = 2
     assert shape_problem(wide, ddp()) == "runs/single-r2: a replica of single ran at world 2"
     o = judge_replicas(replicas(3), ddp(steps=31), TIER)
-    assert o.status == "fail" and "differ in steps" in o.message
+    assert o.status == "fail" and "train_loss has 30 entries for 31 steps" in o.message
 
 
 def test_hints_name_the_gradients_first_then_the_logged_loss():
