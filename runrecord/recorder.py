@@ -399,9 +399,11 @@ def _step(e: dict[str, Any]) -> int:
 def _gather_floats(value: float, device: torch.device) -> list[float]:
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return [value]
-    out = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, torch.tensor([value], dtype=torch.float64, device=device))
-    return [float(t) for t in out]
+    # one slot per rank, summed: all_reduce runs on every backend (gloo has no all_gather of CUDA tensors)
+    out = torch.zeros(dist.get_world_size(), dtype=torch.float64, device=device)
+    out[dist.get_rank()] = value
+    dist.all_reduce(out)
+    return [float(v) for v in out.tolist()]
 
 
 def _cross_rank(model: nn.Module) -> tuple[list[float], list[float]]:

@@ -1,8 +1,11 @@
 #!/bin/bash
-# The statistical tier's campaign on one H200 host (docs/statistical-tier.md): the CPU campaign (gloo,
-# on the host's 16 cores) and the CUDA campaign (bf16 autocast, fused AdamW, dropout inside SDPA's
-# kernel; NCCL where two ranks may share the one GPU, else gloo), each with a quiet cost run.
-# Usage (repository root): OUT=/some/dir examples/nanogpt/stat_device.sh
+# The statistical tier's campaign on one H200 host (docs/statistical-tier.md), one command:
+# 1. CUDA: nanoGPT's model.py with train.py's arithmetic (stat_loop.py), bf16 autocast, fused AdamW,
+#    dropout inside SDPA's kernel; DDP at world 2 on the one GPU (NCCL if it takes two ranks on one
+#    device, else gloo), then a quiet cost run (one single and one DDP run at a time);
+# 2. CPU (gloo): the showcase trainer itself (stat_showcase.py: examples/nanogpt/train.py run by
+#    python and torchrun) on the host's cores;
+# 3. the judge's table for each. Usage (repository root): OUT=/some/dir examples/nanogpt/stat_device.sh
 set -u
 OUT=${OUT:-/tmp/stat-out}
 mkdir -p "$OUT"
@@ -12,25 +15,22 @@ if ! python3 -c 'import jsonschema' 2>/dev/null; then
   export PYTHONPATH=/tmp/site
 fi
 C=examples/nanogpt/stat_campaign.py
-{ date -u; nproc; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+{ date -u; git log --oneline -1; nproc; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0), torch.cuda.nccl.version())'; } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 s=$SECONDS
-timeout 220 python3 $C run --device cpu --pairs 6 --singles 3 --pool 40 --nulls 200 --per-mistake 20 \
-  --records "$OUT/records-cpu.json" --port 29611
-timeout 60 python3 $C run --device cpu --pairs 1 --singles 1 --pool 5 --nulls 5 --mistakes \
-  --records "$OUT/cost-cpu.json" --port 29631
-echo "cpu done at $((SECONDS - s)) s"
 B=nccl
-timeout 90 python3 $C run --device cuda --backend nccl --pool 1 --nulls 1 --mistakes --steps 4 \
-  --records /tmp/smoke.json --port 29651 --result-timeout 60 && python3 -c \
-  'import json,sys; sys.exit(1 if json.load(open("/tmp/smoke.json"))["meta"]["errors"] else 0)' || B=gloo
-echo "cuda backend: $B"
-timeout 200 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 \
+timeout 60 python3 $C run --device cuda --backend nccl --pool 1 --nulls 1 --mistakes --steps 4 \
+  --records /tmp/smoke.json --port 29651 --result-timeout 40 && python3 -c \
+  'import json,sys; d=json.load(open("/tmp/smoke.json")); print(d["meta"]["errors"]); sys.exit(1 if d["meta"]["errors"] else 0)' || B=gloo
+echo "cuda backend: $B at $((SECONDS - s)) s"
+timeout 170 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 \
   --records "$OUT/records-cuda.json" --port 29671
-timeout 60 python3 $C run --device cuda --backend $B --pairs 1 --singles 1 --pool 5 --nulls 5 --mistakes \
+timeout 45 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistakes \
   --records "$OUT/cost-cuda.json" --port 29691
 echo "cuda done at $((SECONDS - s)) s"
-for d in cpu cuda; do
-  python3 $C judge "$OUT/records-$d.json" --k 2 3 4 --cost "$OUT/cost-$d.json" --out "$OUT/summary-$d.json"
-done
+timeout 210 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 15 \
+  --records "$OUT/records-showcase-cpu.json"
+echo "showcase done at $((SECONDS - s)) s"
+python3 $C judge "$OUT/records-cuda.json" --k 2 3 4 --cost "$OUT/cost-cuda.json" --out "$OUT/summary-cuda.json"
+python3 $C judge "$OUT/records-showcase-cpu.json" --k 2 3 4 --out "$OUT/summary-showcase-cpu.json"
