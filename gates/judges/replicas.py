@@ -187,8 +187,11 @@ def replicas_agree(replicas: list[Named]) -> Check:
 
 def check_lr(ref: Named, run: Named) -> Check:
     """Exact: the lr the run applied at every step is the replicas'."""
-    (rname, r), (_name, m) = ref, run
-    bad = [i for i, (a, b) in enumerate(zip(m["lr"], r["lr"], strict=True)) if a != b]
+    (rname, r), (name, m) = ref, run
+    if len(m["lr"]) != len(r["lr"]):
+        return Check("lr", False, f"{name} recorded {len(m['lr'])} lr values, {rname} {len(r['lr'])}")
+    pairs = zip(m["lr"], r["lr"], strict=True)  # pragma: no mutate -- equivalent: lengths equal above
+    bad = [i for i, (a, b) in enumerate(pairs) if a != b]
     if not bad:
         return Check("lr", True, f"lr equal at {len(r['lr'])} steps")
     i = bad[0]
@@ -205,7 +208,7 @@ def check_val0(ref: Named, run: Named, rtol: float) -> Check:
     a, b = _evals(m).get(0), _evals(r).get(0)
     if a is None or b is None:
         return Check("val@0", True, "no step-0 evaluation on both sides", applied=False)
-    rel = abs(a - b) / abs(b) if b else abs(a - b)
+    rel = abs(a - b) / abs(b) if b else abs(a)
     if rel <= rtol:
         return Check("val@0", True, f"val@0 rel {fmt(rel)}")
     return Check(

@@ -371,3 +371,147 @@ def test_exact_loss_match_says_unseeded_dropout_is_the_statistical_tiers():
     c = check_dropout(record(1, 0), record(2, 1, world=2))
     assert not c.ok and "unseeded dropout (runrecord dropout='replicas')" in c.detail
     assert "the statistical tier does" in c.detail
+
+
+# ---- whole verdicts and checks, pinned (the judge's words are its interface) --------------------
+
+
+def test_verdicts_pinned():
+    o = judge_replicas(replicas(3), ddp(), TIER)
+    assert (o.status, o.measured) == ("pass", 1.0)
+    assert o.message == (
+        "statistical tier (K=3, alpha 0.01, each of 5 tests at 0.002): 3 replicas share samples, lr and val@0; "
+        "30 steps consumed exactly the runs/single-r0 rows; lr equal at 30 steps; val@0 rel 0; ranks equal "
+        "(max |p_r - p_0| 0); train_loss level t 1.24 p 0.341; train_loss roughness F 0.933 p 0.552; grad_norm "
+        "level t -0.0869 p 0.939; grad_norm roughness F 0.691 p 0.806; eval level t 0.201 p 0.859"
+    )
+    o = judge_replicas(replicas(3), ddp(white=0.05), TIER)
+    assert o.status == "fail" and o.measured == pytest.approx(1.7723533929249137e-12, rel=1e-6)
+    assert o.message == (
+        "statistical tier (K=3, alpha 0.01, each of 5 tests at 0.002): outside the replicas' spread: train_loss "
+        "roughness F 16.7 p 3.54e-13. Next: the logged loss is noisier than every replica while the gradients "
+        "agree: log the mean over ranks (all_reduce(loss) / world), not one rank's"
+    )
+    o = judge_replicas(replicas(3), ddp(lr=[0.001 * (i + 1) for i in range(1, STEPS + 1)]), TIER)
+    assert o.message == (
+        "statistical tier (K=3, alpha 0.01, each of 5 tests at 0.002): lr: lr differs at 30 steps, first step 0: "
+        "0.002 vs runs/single-r0 0.001"
+    )
+    assert o.threshold == TIER.describe(3) and o.measured == 1.0
+    o = judge_replicas(replicas(3), ddp(), StatTier(alpha=0.5))
+    assert o.message.startswith("statistical tier (K=3, alpha 0.5, each of 5 tests at 0.1)")
+
+
+def test_exactly_at_the_bonferroni_level_passes():
+    p = min(t.p for t in curve_tests([m for _, m in replicas(3)], ddp()[1]))
+    assert judge_replicas(replicas(3), ddp(), StatTier(alpha=p * 5)).status == "pass"  # p == alpha / m
+    assert judge_replicas(replicas(3), ddp(), StatTier(alpha=p * 5 * 1.000001)).status == "fail"
+
+
+def test_checks_pinned_whole():
+    from gates.judges.ddp import Check
+
+    assert replicas_agree(replicas(3)) == Check("replicas", True, "3 replicas share samples, lr and val@0")
+    reps = replicas(3)
+    reps[1][1]["lr"][0] = 5.0
+    assert replicas_agree(reps) == Check(
+        "replicas",
+        False,
+        "runs/single-r1 differs from runs/single-r0 in lr: replicas must share the init and the data order "
+        "(rec.reseed(k) after the model is built and the data generator exists)",
+    )
+    ref = replicas(1)[0]
+    assert check_lr(ref, ddp()) == Check("lr", True, "lr equal at 30 steps")
+    late = ddp()
+    late[1]["lr"][29] = 1.0
+    assert check_lr(ref, late) == Check(
+        "lr", False, "lr differs at 1 steps, first step 29: 1 vs runs/single-r0 0.03"
+    )
+    short = ddp()
+    short[1]["lr"] = short[1]["lr"][:29]
+    assert check_lr(ref, short) == Check("lr", False, "runs/proc recorded 29 lr values, runs/single-r0 30")
+    assert check_val0(ref, ddp(), 1e-6) == Check("val@0", True, "val@0 rel 0")
+    off = ddp()
+    off[1]["eval"][0]["loss"] = 4.2
+    assert check_val0(ref, off, 1e-6) == Check(
+        "val@0", False, "val@0 4.2 vs runs/single-r0 4.1 (rel 0.0244 > 1e-06): the init differs"
+    )
+    none = ddp()
+    none[1]["eval"] = none[1]["eval"][1:]
+    assert check_val0(ref, none, 1e-6) == Check(
+        "val@0", True, "no step-0 evaluation on both sides", applied=False
+    )
+    assert check_val0(none, ref, 1e-6) == Check(
+        "val@0", True, "no step-0 evaluation on both sides", applied=False
+    )
+    zero = ("runs/single-r0", {**ref[1], "eval": [{"step": 0, "loss": 0.0}]})
+    neg = ("runs/proc", {**ref[1], "eval": [{"step": 0, "loss": -2e-7}]})
+    assert check_val0(zero, neg, 1e-6) == Check("val@0", True, "val@0 rel 2e-07")
+    assert check_cross_rank(ddp(), 0.0) == Check("cross-rank", True, "ranks equal (max |p_r - p_0| 0)")
+    split = ddp()
+    split[1]["cross_rank"] = {
+        "max_abs_diff": 0.5,
+        "per_rank": [
+            {"rank": r, "max_abs_diff": d, "param_sum": 1.0} for r, d in enumerate((0.0, 0.5, 1e-7, 0.3))
+        ],
+    }
+    assert check_cross_rank(split, 1e-6) == Check(
+        "cross-rank",
+        False,
+        "runs/proc: ranks [1, 3] ended with other parameters than rank 0 (max |p_r - p_0| 0.5 > 1e-06): "
+        "unsynced gradients, a per-rank init after the wrap, or a per-rank lr",
+    )
+
+
+def test_nonfinite_and_shape_messages_pinned():
+    reps = replicas(3)
+    reps[0][1]["grad_norm"][2] = math.inf
+    reps[0][1]["grad_norm"][5] = math.nan
+    assert nonfinite(reps) == "runs/single-r0: grad_norm[2] = inf (2 non-finite)"
+    bare = ddp()
+    bare[1]["dropout"] = {"masks": "off", "modules": 1, "p": [0.1]}
+    assert shape_problem(replicas(3), bare) == (
+        "runs/proc: not a replica of the statistical tier (metrics.json dropout.masks 'off'): record it with "
+        "RunRecorder(..., dropout='replicas') and rec.reseed(replica)"
+    )
+    first = replicas(3)
+    del first[0][1]["replica"]
+    assert shape_problem(first, ddp()).startswith("runs/single-r0: not a replica")
+    o = judge_replicas(replicas(3), bare, TIER)
+    assert (o.status, o.measured) == ("fail", None)
+    assert o.message == "statistical tier: " + shape_problem(replicas(3), bare)
+    nan = ddp()
+    nan[1]["train_loss"][0] = math.nan
+    o = judge_replicas(replicas(3), nan, TIER)
+    assert (o.status, o.measured, o.threshold) == ("fail", None, TIER.describe(3))
+    assert o.message == "statistical tier: non-finite: runs/proc: train_loss[0] = nan (1 non-finite)"
+    few = judge_replicas(replicas(2), ddp(), TIER)
+    assert few.message == (
+        "statistical tier: 2 replicas of single, the tier needs >= 3: record more (rec.reseed(k), "
+        "runs/single-r<k>); never a pass"
+    )
+    assert few.threshold == TIER.describe(2)
+    assert judge_replicas(replicas(4), ddp(), StatTier(min_replicas=5)).status == "inconclusive"
+    assert judge_replicas(replicas(5), ddp(), StatTier(min_replicas=5)).status == "pass"
+
+
+def test_curve_test_lines_and_names_pinned():
+    reps = [m for _, m in replicas(3)]
+    run = ddp()[1]
+    got = level_test("grad_norm", [m["grad_norm"] for m in reps], run["grad_norm"])
+    assert got.line() == "grad_norm level t -0.0869 p 0.939"
+    assert roughness_test("train_loss", [m["train_loss"] for m in reps], run["train_loss"]).line() == (
+        "train_loss roughness F 0.933 p 0.552"
+    )
+    two = level_test("x", [[1.0, 3.0], [3.0, 5.0]], [2.0, 4.0])  # means 2, 4: centre 3, sd sqrt 2; run mean 3
+    assert two.statistic == 0.0 and two.p == 1.0
+    far = level_test("x", [[1.0, 3.0], [3.0, 5.0]], [7.0, 7.0])  # gap 4 / (sqrt 2 * sqrt 1.5)
+    assert far.statistic == pytest.approx(4 / (math.sqrt(2) * math.sqrt(1.5)), rel=1e-12)
+    assert far.p == pytest.approx(t_two_sided(far.statistic, 1), rel=1e-12)
+
+
+def test_describe_pinned():
+    assert StatTier(alpha=0.05, min_replicas=4, first_step_rtol=1e-5).describe(6) == (
+        "statistical tier: K=6 replicas (>= 4), alpha 0.05; samples, lr, cross-rank exact, val@0 rel <= 1e-05"
+    )
+    assert StatTier() == StatTier(alpha=0.01, min_replicas=3, first_step_rtol=1e-6, cross_rank_max_abs=0.0)
