@@ -20,17 +20,20 @@ C=examples/nanogpt/stat_campaign.py
 cat "$OUT/machine.txt"
 s=$SECONDS
 B=nccl
-timeout 60 python3 $C run --device cuda --backend nccl --pool 1 --nulls 1 --mistakes --steps 4 \
+timeout 50 python3 $C run --device cuda --backend nccl --pool 1 --nulls 1 --mistakes --steps 4 \
   --records /tmp/smoke.json --port 29651 --result-timeout 40 && python3 -c \
   'import json,sys; d=json.load(open("/tmp/smoke.json")); print(d["meta"]["errors"]); sys.exit(1 if d["meta"]["errors"] else 0)' || B=gloo
 echo "cuda backend: $B at $((SECONDS - s)) s"
-timeout 170 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 \
+timeout 150 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 \
   --records "$OUT/records-cuda.json" --port 29671
-timeout 45 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistakes \
+timeout 40 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistakes \
   --records "$OUT/cost-cuda.json" --port 29691
 echo "cuda done at $((SECONDS - s)) s"
-timeout 210 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 15 \
+timeout 40 python3 $C run --device cpu --pool 4 --nulls 4 --mistakes --records "$OUT/cost-cpu.json" --port 29695
+timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 15 \
   --records "$OUT/records-showcase-cpu.json"
 echo "showcase done at $((SECONDS - s)) s"
 python3 $C judge "$OUT/records-cuda.json" --k 2 3 4 --cost "$OUT/cost-cuda.json" --out "$OUT/summary-cuda.json"
 python3 $C judge "$OUT/records-showcase-cpu.json" --k 2 3 4 --out "$OUT/summary-showcase-cpu.json"
+python3 -c 'import json; d=json.load(open("'"$OUT"'/cost-cpu.json")); print("cpu cost records", len(d["records"]), d["meta"]["errors"])'
+python3 $C judge "$OUT/cost-cpu.json" --k 3 --perms 0 | tail -2
