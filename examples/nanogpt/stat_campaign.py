@@ -103,16 +103,32 @@ def pair_worker(rank: int, port: int, backend: str, jobs: Any, results: Any, tmp
     dist.destroy_process_group()
 
 
-def _collect(results: Any, n: int, timeout: float) -> list[Any]:
+def save(path: str, meta: dict[str, Any], out: list[Any]) -> None:
+    """The records so far (rewritten every few runs: a campaign cut short by its time limit keeps them)."""
+    errors = [r["error"] for r in out if r and "error" in r]
+    data = {
+        "meta": {**meta, "errors": errors[:5], "n_errors": len(errors)},
+        "records": [r for r in out if r and "error" not in r],
+    }
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path + ".tmp").write_text(json.dumps(data))
+    os.replace(path + ".tmp", path)
+
+
+def _collect(results: Any, n: int, args: argparse.Namespace, meta: dict[str, Any]) -> list[Any]:
     import queue
 
-    out = []
+    out: list[Any] = []
+    deadline = time.time() + args.deadline if args.deadline else None
     for _ in range(n):
+        wait = args.result_timeout if deadline is None else min(args.result_timeout, deadline - time.time())
         try:
-            out.append(results.get(timeout=timeout))
+            out.append(results.get(timeout=max(wait, 0.1)))
         except queue.Empty:
-            out.append({"error": f"no result within {timeout:g} s ({n - len(out)} runs missing)"})
+            out.append({"error": f"stopped: no result within {wait:.0f} s ({n - len(out)} runs not done)"})
             break
+        if len(out) % 10 == 0:
+            save(args.records, meta, out)
     return out
 
 
@@ -155,17 +171,18 @@ def run(args: argparse.Namespace) -> None:
                 )
         for p in procs:
             p.start()
-        out = _collect(results, len(singles) + len(ddp), args.result_timeout)
+        meta = {"device": args.device, "backend": args.backend, "singles": args.singles, "pairs": args.pairs}
+        meta["host_cpus"] = os.cpu_count()
+        out = _collect(results, len(singles) + len(ddp), args, meta)
+        stopped = any(r and r.get("error", "").startswith("stopped") for r in out)
         for p in procs:
-            p.join(timeout=10)
+            p.join(timeout=1 if stopped else 10)
             if p.is_alive():
                 p.terminate()  # a rank stuck in a collective after its peer failed
+    meta["wall_s"] = time.time() - t0
+    save(args.records, meta, out)
+    data = json.loads(Path(args.records).read_text())
     errors = [r["error"] for r in out if r and "error" in r]
-    meta = {"device": args.device, "backend": args.backend, "wall_s": time.time() - t0, "errors": errors[:5]}
-    meta.update(singles=args.singles, pairs=args.pairs, host_cpus=os.cpu_count())
-    data = {"meta": meta, "records": [r for r in out if r and "error" not in r]}
-    Path(args.records).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.records).write_text(json.dumps(data))
     print(f"{len(data['records'])} records, {len(errors)} errors, {meta['wall_s']:.0f} s -> {args.records}")
     for e in errors[:3]:
         print("error:", e, file=sys.stderr)
@@ -267,6 +284,7 @@ def main() -> None:
     r.add_argument("--steps", type=int, default=0, help="train.steps (0: stat_loop's 40)")
     r.add_argument("--mistakes", nargs="*", help="the mistakes to plant (default: all)")
     r.add_argument("--result-timeout", type=float, default=180.0)
+    r.add_argument("--deadline", type=float, default=0.0, help="stop collecting after this many seconds")
     r.add_argument("--records", required=True)
     j = sub.add_parser("judge")
     j.add_argument("records")

@@ -24,13 +24,13 @@ timeout 50 python3 $C run --device cuda --backend nccl --pool 1 --nulls 1 --mist
   --records /tmp/smoke.json --port 29651 --result-timeout 40 && python3 -c \
   'import json,sys; d=json.load(open("/tmp/smoke.json")); print(d["meta"]["errors"]); sys.exit(1 if d["meta"]["errors"] else 0)' || B=gloo
 echo "cuda backend: $B at $((SECONDS - s)) s"
-timeout 150 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 \
+timeout 150 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 --deadline 140 \
   --records "$OUT/records-cuda.json" --port 29671
 timeout 40 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistakes \
   --records "$OUT/cost-cuda.json" --port 29691
 echo "cuda done at $((SECONDS - s)) s"
 timeout 40 python3 $C run --device cpu --pool 4 --nulls 4 --mistakes --records "$OUT/cost-cpu.json" --port 29695
-timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 15 \
+timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 15 --deadline 180 \
   --records "$OUT/records-showcase-cpu.json"
 echo "showcase done at $((SECONDS - s)) s"
 python3 $C judge "$OUT/records-cuda.json" --k 2 3 4 --cost "$OUT/cost-cuda.json" --out "$OUT/summary-cuda.json"

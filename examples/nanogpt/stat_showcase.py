@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ ROOT = HERE.parent.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 import mistakes  # noqa: E402  (the showcase's catalogue)
-from stat_campaign import slim  # noqa: E402
+from stat_campaign import save, slim  # noqa: E402
 
 RECORDER = "model=model, run_dir='runs/proc' if ddp else 'runs/single') # runrecord"
 STAT = (
@@ -93,6 +93,9 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--backend", default="gloo")
+    ap.add_argument(
+        "--deadline", type=float, default=0.0, help="stop after this many seconds, keep the records"
+    )
     ap.add_argument("--records", required=True)
     args = ap.parse_args()
     names = [m.name for m in mistakes.MISTAKES] if args.mistakes is None else args.mistakes
@@ -105,16 +108,33 @@ def main() -> None:
         subprocess.run(
             [sys.executable, str(HERE / "prepare.py"), "--out", str(data)], check=True, capture_output=True
         )
-        with ThreadPoolExecutor(args.workers) as pool:
-            out = list(pool.map(lambda j: one(j, Path(tmp), args), jobs))
-    errors = [r["error"] for r in out if "error" in r]
-    meta = {"device": args.device, "backend": args.backend, "trainer": "examples/nanogpt/train.py (showcase)"}
-    meta.update(wall_s=time.time() - t0, errors=errors[:5], workers=args.workers, host_cpus=os.cpu_count())
-    Path(args.records).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.records).write_text(json.dumps({"meta": meta, "records": [r for r in out if "error" not in r]}))
-    print(f"{len(out) - len(errors)} records, {len(errors)} errors, {meta['wall_s']:.0f} s -> {args.records}")
-    for e in errors[:3]:
-        print("error:", e, file=sys.stderr)
+        meta = {
+            "device": args.device,
+            "backend": args.backend,
+            "trainer": "examples/nanogpt/train.py (showcase)",
+        }
+        meta.update(workers=args.workers, host_cpus=os.cpu_count())
+        pool = ThreadPoolExecutor(args.workers)
+        futures = [pool.submit(one, j, Path(tmp), args) for j in jobs]
+        out: list[dict[str, Any]] = []
+        try:
+            for f in as_completed(futures, timeout=args.deadline or None):
+                out.append(f.result())
+                if len(out) % 10 == 0:
+                    save(args.records, {**meta, "wall_s": time.time() - t0}, out)
+        except TimeoutError:
+            out.append({"error": f"stopped at the deadline: {len(jobs) - len(out)} runs not done"})
+        save(args.records, {**meta, "wall_s": time.time() - t0}, out)
+        errors = [r["error"] for r in out if "error" in r]
+        print(
+            f"{len(out) - len(errors)} records, {len(errors)} errors, {time.time() - t0:.0f} s -> {args.records}"
+        )
+        for e in errors[:3]:
+            print("error:", e, file=sys.stderr)
+        sys.stdout.flush()
+        if errors and errors[-1].startswith("stopped"):
+            os._exit(0)  # runs still going: leave them, the records are saved
+        pool.shutdown()
 
 
 if __name__ == "__main__":
