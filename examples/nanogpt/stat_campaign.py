@@ -197,13 +197,21 @@ def _name(r: dict[str, Any]) -> str:
     )
 
 
+def first_step_rtol(device: str) -> float:
+    """val@0's bound: params.yaml gates.loss_match.<device>.first_step_rtol, as the exact tier's."""
+    import yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    return float(params["gates"]["loss_match"][device]["first_step_rtol"])
+
+
 def judge_all(records: list[dict[str, Any]], k: int, seed: int, alpha: float, perms: int) -> dict[str, Any]:
     """Every DDP run against a seeded draw of K replicas from the pool; `perms` replica-label
     permutations (K + 1 replicas drawn, one judged as the run against the other K)."""
     from gates.judges.replicas import StatTier, judge_replicas
 
-    tier = StatTier(alpha=alpha, min_replicas=2)  # K=2 judged too: what it would give
     pool = [r for r in records if r["job"]["kind"] == "single"]
+    tier = StatTier(alpha=alpha, min_replicas=2, first_step_rtol=first_step_rtol(pool[0]["device"]))
     rng = random.Random(seed * 7919 + k)
     trials = [
         (f"ddp: {r['job']['mistake']}", r, rng.sample(pool, k)) for r in records if r["job"]["kind"] == "ddp"
@@ -212,13 +220,28 @@ def judge_all(records: list[dict[str, Any]], k: int, seed: int, alpha: float, pe
         drawn = rng.sample(pool, k + 1)
         trials.append(("null: replica permutation", drawn[0], drawn[1:]))
     rows: dict[str, list[str]] = {}
+    by: dict[str, dict[str, int]] = {}
     examples: dict[str, str] = {}
     for case, run, chosen in sorted(trials, key=lambda t: t[0] != "ddp: none"):
         o = judge_replicas([(_name(x), x) for x in chosen], (_name(run), run), tier)
         rows.setdefault(case, []).append(o.status)
+        if o.status == "fail":
+            for what in caught_by(o.message):
+                by.setdefault(case, {}).setdefault(what, 0)
+                by[case][what] += 1
         if o.status != "pass" or case not in examples:
             examples[case] = o.message
-    return {"k": k, "alpha": alpha, "statuses": rows, "examples": examples}
+    return {"k": k, "alpha": alpha, "statuses": rows, "caught_by": by, "examples": examples}
+
+
+EXACT = ("replicas:", "samples:", "lr:", "val@0:", "cross-rank:", "non-finite:")
+TESTS = ("train_loss level", "train_loss roughness", "grad_norm level", "grad_norm roughness", "eval level")
+
+
+def caught_by(message: str) -> list[str]:
+    """The checks a failing verdict names: exact ones before the distributions' part, then the tests."""
+    head, _, tail = message.partition("outside the replicas' spread:")
+    return [e.rstrip(":") for e in EXACT if e in head] + [t for t in TESTS if t in tail]
 
 
 def cost(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -254,6 +277,9 @@ def judge(args: argparse.Namespace) -> None:
                 f"{bad:>3}/{n} {'alarm' if case.startswith('null') or case.endswith('none') else 'caught'}"
             )
         print(f"{case:34} {n:>4} " + " ".join(f"{x:>16}" for x in cells))
+    for r in results:
+        for case, counts in r["caught_by"].items():
+            print(f"  K={r['k']} {case}: " + ", ".join(f"{w} {n}" for w, n in sorted(counts.items())))
     exact = c["single_s"] + c["ddp_s"]
     print(
         f"cost: single run {c['single_s']:.2f} s, DDP run {c['ddp_s']:.2f} s (median wall); exact tier {exact:.2f} s"
