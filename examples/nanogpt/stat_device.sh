@@ -30,7 +30,7 @@ timeout 40 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistak
   --records "$OUT/cost-cuda.json" --port 29691
 echo "cuda done at $((SECONDS - s)) s"
 timeout 40 python3 $C run --device cpu --pool 4 --nulls 4 --mistakes --records "$OUT/cost-cpu.json" --port 29695
-timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 15 --deadline 180 \
+timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 10 --deadline 180 \
   --records "$OUT/records-showcase-cpu.json"
 echo "showcase done at $((SECONDS - s)) s"
 python3 $C judge "$OUT/records-cuda.json" --k 2 3 4 --cost "$OUT/cost-cuda.json" --out "$OUT/summary-cuda.json"
