@@ -515,3 +515,30 @@ def test_describe_pinned():
         "statistical tier: K=6 replicas (>= 4), alpha 0.05; samples, lr, cross-rank exact, val@0 rel <= 1e-05"
     )
     assert StatTier() == StatTier(alpha=0.01, min_replicas=3, first_step_rtol=1e-6, cross_rank_max_abs=0.0)
+
+
+def test_mutation_survivors_of_the_first_round():
+    from gates.judges.ddp import Check
+
+    c = check_dropout(record(1, 0), record(2, 1, world=2))
+    assert c == Check(
+        "dropout masks",
+        False,
+        "unseeded dropout (runrecord dropout='replicas'): no two runs draw the same masks, so the exact "
+        "tier cannot judge them; the statistical tier does, from replicas (docs/statistical-tier.md)",
+    )
+    flat = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert roughness_test("x", flat, [0.0, 1.0, 0.0]).name == "x roughness"
+    three = [
+        {**m, "train_loss": m["train_loss"][:3], "grad_norm": m["grad_norm"][:3]} for _, m in replicas(3)
+    ]
+    run = {**ddp()[1], "train_loss": ddp()[1]["train_loss"][:3], "grad_norm": ddp()[1]["grad_norm"][:3]}
+    names = [t.name for t in curve_tests(three, run)]
+    assert names[:4] == ["train_loss level", "train_loss roughness", "grad_norm level", "grad_norm roughness"]
+    at_one = [
+        {**m, "eval": [{"step": 0, "loss": 4.1}, {"step": 1, "loss": 4.0 + i / 100}]}
+        for i, m in enumerate(three)
+    ]
+    run["eval"] = [{"step": 0, "loss": 4.1}, {"step": 1, "loss": 4.5}]
+    evals = [t for t in curve_tests(at_one, run) if t.name == "eval level"]
+    assert len(evals) == 1 and evals[0].statistic == pytest.approx(0.49 / (0.01 * math.sqrt(4 / 3)), rel=1e-9)
