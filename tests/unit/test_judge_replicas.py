@@ -126,6 +126,9 @@ def test_distribution_edges():
     assert betainc(2.0, 3.0, 0.4) == pytest.approx(0.5248, rel=1e-12)  # 1 - sum: exact polynomial
     assert betainc(2.0, 3.0, 0.9) == pytest.approx(0.9963, rel=1e-12)
     assert betainc(0.5, 0.5, 0.25) == pytest.approx(1 / 3, rel=1e-12)  # arcsine law: (2/pi) asin(sqrt x)
+    assert betainc(5.0, 20.0, 0.9) == pytest.approx(1.0, rel=1e-12)  # far right: the mirrored fraction
+    assert betainc(2000.0, 20000.0, 0.01) == 0.0  # far left tail underflows, never raises
+    assert betainc(2.0, 3.0, 0.1) == pytest.approx(0.0523, rel=1e-12)
     assert t_two_sided(math.inf, 3) == 0.0 and t_two_sided(math.nan, 3) == 0.0
     assert f_upper(math.inf, 3, 4) == 0.0 and f_upper(math.nan, 3, 4) == 0.0
     assert f_upper(0.0, 3, 4) == 1.0 and f_upper(-1.0, 3, 4) == 1.0
@@ -542,3 +545,29 @@ def test_mutation_survivors_of_the_first_round():
     run["eval"] = [{"step": 0, "loss": 4.1}, {"step": 1, "loss": 4.5}]
     evals = [t for t in curve_tests(at_one, run) if t.name == "eval level"]
     assert len(evals) == 1 and evals[0].statistic == pytest.approx(0.49 / (0.01 * math.sqrt(4 / 3)), rel=1e-9)
+
+
+def test_mutation_survivors_of_the_second_round():
+    run = ddp()
+    run[1]["cross_rank"] = {
+        "max_abs_diff": 0.07,
+        "per_rank": [
+            {"rank": 0, "max_abs_diff": 0.0, "param_sum": 1.0},
+            {"rank": 1, "max_abs_diff": 0.07, "param_sum": 1.1},
+        ],
+    }
+    run[1]["lr"][3] = 1.0
+    run[1]["grad_norm"] = [x + 2.0 + (0.3 if i % 2 else -0.3) for i, x in enumerate(run[1]["grad_norm"])]
+    assert judge_replicas(replicas(3), run, TIER).message == (
+        "statistical tier (K=3, alpha 0.01, each of 5 tests at 0.002): lr: lr differs at 1 steps, first step 3: 1 "
+        "vs runs/single-r0 0.004; cross-rank: runs/proc: ranks [1] ended with other parameters than rank 0 (max "
+        "|p_r - p_0| 0.07 > 0): unsynced gradients, a per-rank init after the wrap, or a per-rank lr; outside the "
+        "replicas' spread: grad_norm level t 185 p 2.93e-05; grad_norm roughness F 408 p 1.03e-38. Next: the "
+        "gradients differ from single's replicas: your loss scaling under gradient accumulation (divide each "
+        "micro-batch loss by the accumulation steps on every rank), your gradient all-reduce"
+    )
+    other = replicas(3)
+    other[1][1]["config_hash"] = "h9"
+    assert shape_problem(other, ddp()).startswith("runs/single-r1 and runs/single-r0 trained different")
+    o = judge_replicas(other, ddp(), TIER)
+    assert (o.status, o.threshold) == ("fail", TIER.describe(3))
