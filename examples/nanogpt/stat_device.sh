@@ -3,8 +3,8 @@
 # 1. CUDA: nanoGPT's model.py with train.py's arithmetic (stat_loop.py), bf16 autocast, fused AdamW,
 #    dropout inside SDPA's kernel; DDP at world 2 on the one GPU (NCCL if it takes two ranks on one
 #    device, else gloo), then a quiet cost run (one single and one DDP run at a time);
-# 2. CPU (gloo): the showcase trainer itself (stat_showcase.py: examples/nanogpt/train.py run by
-#    python and torchrun) on the host's cores;
+# 2. CPU (gloo) on the host's 16 cores: stat_loop.py (SHOWCASE=1: the showcase trainer itself,
+#    stat_showcase.py: examples/nanogpt/train.py run by python and torchrun);
 # 3. the judge's table for each. Usage (repository root): OUT=/some/dir examples/nanogpt/stat_device.sh
 set -u
 OUT=${OUT:-/tmp/stat-out}
@@ -30,10 +30,15 @@ timeout 40 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistak
   --records "$OUT/cost-cuda.json" --port 29691
 echo "cuda done at $((SECONDS - s)) s"
 timeout 40 python3 $C run --device cpu --pool 4 --nulls 4 --mistakes --records "$OUT/cost-cpu.json" --port 29695
+if [ "${SHOWCASE:-0}" = 1 ]; then
 timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 10 --deadline 180 \
-  --records "$OUT/records-showcase-cpu.json"
-echo "showcase done at $((SECONDS - s)) s"
+  --records "$OUT/records-host-cpu.json"
+else
+timeout 110 python3 $C run --device cpu --pairs 6 --singles 3 --pool 24 --nulls 100 --per-mistake 20 --deadline 100 \
+  --records "$OUT/records-host-cpu.json" --port 29711
+fi
+echo "cpu campaign done at $((SECONDS - s)) s"
 python3 $C judge "$OUT/records-cuda.json" --k 2 3 4 --cost "$OUT/cost-cuda.json" --out "$OUT/summary-cuda.json"
-python3 $C judge "$OUT/records-showcase-cpu.json" --k 2 3 4 --out "$OUT/summary-showcase-cpu.json"
+python3 $C judge "$OUT/records-host-cpu.json" --k 2 3 4 --out "$OUT/summary-host-cpu.json"
 python3 -c 'import json; d=json.load(open("'"$OUT"'/cost-cpu.json")); print("cpu cost records", len(d["records"]), d["meta"]["errors"])'
 python3 $C judge "$OUT/cost-cpu.json" --k 3 --perms 0 | tail -2
