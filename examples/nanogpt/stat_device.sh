@@ -26,10 +26,14 @@ timeout 50 python3 $C run --device cuda --backend nccl --pool 1 --nulls 1 --mist
 echo "cuda backend: $B at $((SECONDS - s)) s"
 timeout 150 python3 $C run --device cuda --backend $B --pairs 4 --singles 2 --pool 24 --nulls 100 --per-mistake 20 --deadline 140 \
   --records "$OUT/records-cuda.json" --port 29671
-timeout 40 python3 $C run --device cuda --backend $B --pool 4 --nulls 4 --mistakes \
-  --records "$OUT/cost-cuda.json" --port 29691
+merge='import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:3]); a["records"]+=b["records"]; json.dump(a,open(sys.argv[3],"w"))'
+timeout 40 python3 $C run --device cuda --backend $B --pool 4 --nulls 0 --mistakes --records /tmp/cs.json --port 29691
+timeout 40 python3 $C run --device cuda --backend $B --pool 0 --nulls 4 --mistakes --records /tmp/cd.json --port 29693
+python3 -c "$merge" /tmp/cs.json /tmp/cd.json "$OUT/cost-cuda.json"
 echo "cuda done at $((SECONDS - s)) s"
-timeout 40 python3 $C run --device cpu --pool 4 --nulls 4 --mistakes --records "$OUT/cost-cpu.json" --port 29695
+timeout 30 python3 $C run --device cpu --pool 4 --nulls 0 --mistakes --records /tmp/ps.json --port 29695
+timeout 30 python3 $C run --device cpu --pool 0 --nulls 4 --mistakes --records /tmp/pd.json --port 29697
+python3 -c "$merge" /tmp/ps.json /tmp/pd.json "$OUT/cost-cpu.json"
 if [ "${SHOWCASE:-0}" = 1 ]; then
 timeout 190 python3 examples/nanogpt/stat_showcase.py --pool 24 --nulls 100 --per-mistake 20 --workers 10 --deadline 180 \
   --records "$OUT/records-host-cpu.json"
