@@ -13,7 +13,8 @@ What it cannot seed it refuses, naming it: dropout drawn inside torch's kernels 
 kernel, a Hugging Face config's attention dropout, `nn.Dropout1d/2d/3d`, `AlphaDropout`). For those,
 `dropout="off"` is the documented switch: every dropout of the model is set to 0 for these runs, and
 the record says so (`metrics.json dropout.masks: "off"`), so the gates say the masks were not
-compared instead of claiming the runs drew none.
+compared instead of claiming the runs drew none. `dropout="replicas"` keeps it as torch draws it
+(`masks: "unseeded"`): the statistical tier judges such runs from replicas (docs/statistical-tier.md).
 
 The fingerprint (the sum of 32-bit hashes of the mask seeds drawn, per step, summed over ranks) counts
 each row's mask once per forward: a sample held twice in one batch counts twice on every side, a
@@ -35,7 +36,7 @@ from torch import nn
 from runrecord.arguments import RunRecordError
 from xtrain.core.fingerprint import MAX_TERMS, hash32
 
-MODES = ("seed", "off")
+MODES = ("seed", "off", "replicas")
 # Hugging Face config keys of attention dropout applied inside the attention kernel (functional).
 HF_ATTENTION_DROPOUT = ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob")
 _MASK64 = (1 << 64) - 1
@@ -159,6 +160,8 @@ def install(model: nn.Module, mode: str, config_seed: Any) -> tuple[dict[str, An
     functional = _functional(model)
     found = _dropouts(model)
     p_values = sorted({float(m.p) for _, _, m in found} | {p for _, p in functional})
+    if mode == "replicas":  # left as torch draws it: the statistical tier judges replicas (reseed_noise)
+        return {"masks": "unseeded", "modules": len(found) + len(functional), "p": p_values}, None
     if mode == "off":
         for _, _, m in found:
             m.p = 0.0
@@ -172,8 +175,8 @@ def install(model: nn.Module, mode: str, config_seed: Any) -> tuple[dict[str, An
             f"{where} is dropout {p:g} drawn inside torch's kernels from the global RNG"
             + (f" (and {len(functional) - 1} more)" if len(functional) > 1 else "")
             + ": runrecord cannot seed its masks per sample, so DDP could never match one device",
-            "RunRecorder(..., dropout='off') for the equivalence runs (the gates say dropout was off), "
-            "or set that dropout to 0",
+            "RunRecorder(..., dropout='replicas') and rec.reseed(replica) for the statistical tier, "
+            "dropout='off' for the exact tier without dropout, or set that dropout to 0",
         )
     if not found:
         return {"masks": "none", "modules": 0, "p": []}, None
@@ -194,3 +197,19 @@ def _switch_off_functional(model: nn.Module) -> None:
         for attr, value in list(vars(m).items()):
             if "drop" in attr and isinstance(value, float) and not attr.startswith("_"):
                 setattr(m, attr, 0.0)
+
+
+def noise_seed(config_seed: Any, replica: int, rank: int, world: int) -> int:
+    """The global RNG seed of one replica's rank: distinct for every (replica, rank, world), so no DDP
+    rank repeats a single-device replica's noise stream (63 bits)."""
+    return mask_seed(seed_of(config_seed) ^ 0x5EED_0F_A11, replica, rank, world)
+
+
+def reseed_noise(config_seed: Any, replica: int, rank: int, world: int) -> int:
+    """Seed torch's global RNGs (CPU and every CUDA device) for the noise left once the init and the
+    data order are fixed: kernel dropout. Returns the seed."""
+    seed = noise_seed(config_seed, replica, rank, world)
+    torch.manual_seed(seed)  # seeds the CPU generator and every CUDA device's
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    return seed

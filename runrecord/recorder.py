@@ -18,7 +18,7 @@ from params.cadence import eval_due
 from params.identity import config_identity
 from runrecord import arguments
 from runrecord.arguments import RunRecordError
-from runrecord.dropout import MODES, install
+from runrecord.dropout import MODES, install, reseed_noise
 from runrecord.one_line import one_line_errors
 from runrecord.record_folder import check_run_dir, hold, write_record
 from xtrain.core.checkpoint import param_digest, param_shapes_digest
@@ -104,6 +104,7 @@ class RunRecorder:
         self._masks, self._dropout, self._given_seeds, self._warned = None, None, False, False
         self._t0 = time.perf_counter()
         self._step_end: list[float] = []
+        self._replica: dict[str, Any] | None = None  # dropout="replicas": set by reseed()
         if model is not None:
             self.watch(model)
 
@@ -143,6 +144,21 @@ class RunRecorder:
         if self.rank == 0 and not self.train_loss and not self._pending[0]:  # before any update
             self._init_digest = param_digest(self._model)
         self._dropout, self._masks = install(self._model, self.dropout_mode, self.config["seed"])
+
+    def reseed(self, replica: int) -> int:
+        """dropout="replicas": seed torch's global RNGs from (seed, replica, rank, world), after the model
+        is initialised and the data order fixed, so only the unseedable noise (kernel dropout) differs
+        between replicas; the record names the replica (docs/statistical-tier.md). Returns the seed."""
+        if self.dropout_mode != "replicas":
+            raise RunRecordError(
+                "reseed", "", f"dropout={self.dropout_mode!r}", "RunRecorder(..., dropout='replicas')"
+            )
+        if self.train_loss or self._pending[0]:
+            raise RunRecordError("reseed", "replica", "after training began", "reseed before step 0")
+        replica = arguments.count("reseed", "replica", replica, 0, "the replica's index")
+        seed = reseed_noise(self.config["seed"], replica, self.rank, self.world)
+        self._replica = {"index": replica, "tier": "statistical", "noise_seed": seed}
+        return seed
 
     def eval_due(self, done: int) -> bool:
         """Whether to evaluate after `done` optimizer steps: at 0, every train.eval_every steps and after
@@ -189,6 +205,10 @@ class RunRecorder:
         done = len(self.train_loss)
         if done >= self.steps:
             raise RunRecordError("step", "", f"step {done + 1} of a run of train.steps {self.steps}")
+        if self.dropout_mode == "replicas" and self._replica is None:
+            raise RunRecordError(
+                "step", "", "dropout='replicas' but no replica seeded", "rec.reseed(replica) before step 0"
+            )
         if not self._pending[0]:
             raise RunRecordError(
                 "step", "", f"step {done} has no samples", "call rec.samples(indices) for each micro-batch"
@@ -333,6 +353,8 @@ class RunRecorder:
             out["dropout"] = self._dropout
         elif self._given_seeds:
             out["dropout"] = {"masks": "given", "modules": 0, "p": []}
+        if self._replica is not None:
+            out["replica"] = self._replica  # rank 0's noise seed; every rank's is derived alike
         return out
 
     def _record(self, model, device, samples, per_rank_max, sums, peaks) -> dict[str, Any]:
@@ -395,9 +417,11 @@ def _step(e: dict[str, Any]) -> int:
 def _gather_floats(value: float, device: torch.device) -> list[float]:
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return [value]
-    out = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, torch.tensor([value], dtype=torch.float64, device=device))
-    return [float(t) for t in out]
+    # one slot per rank, summed: all_reduce runs on every backend (gloo has no all_gather of CUDA tensors)
+    out = torch.zeros(dist.get_world_size(), dtype=torch.float64, device=device)
+    out[dist.get_rank()] = value
+    dist.all_reduce(out)
+    return [float(v) for v in out.tolist()]
 
 
 def _cross_rank(model: nn.Module) -> tuple[list[float], list[float]]:

@@ -235,6 +235,13 @@ def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
             "..., model=model) seeds them per sample and records them)",
             applied=False,
         )
+    if "unseeded" in modes.values():
+        return Check(
+            "dropout masks",
+            False,
+            "unseeded dropout (runrecord dropout='replicas'): no two runs draw the same masks, so the exact "
+            "tier cannot judge them; the statistical tier does, from replicas (docs/statistical-tier.md)",
+        )
     if "off" in modes.values():
         if set(modes.values()) != {"off"}:
             return Check(
