@@ -1,8 +1,9 @@
-"""Training gates: cross-rank agreement, finiteness, and the run reading the others share.
+"""Training gates: cross-rank agreement, finiteness, and the refusal and train-mode rule the others share.
 
-Every gate first checks each run against its own record and, where params.yaml describes runs,
-against params (gates/reading/expect.py): a run whose config_hash, steps, eval cadence or world disagrees
-with its config (or with params.yaml) is refused, never compared.
+The runs are read in gates/reading/runs.py; the judges here take those records. Every gate first
+checks each run against its own record and, where params.yaml describes runs, against params
+(gates/reading/expect.py, read with the run): a run whose config_hash, steps, eval cadence or world
+disagrees with its config (or with params.yaml) is refused, never compared.
 """
 
 from __future__ import annotations

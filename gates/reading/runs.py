@@ -58,13 +58,9 @@ class Runs:
 
 def read_runs(a: Artifacts, *names: str) -> Runs:
     """Each run's metrics (non-finite refused), then each one held to itself and params.yaml."""
-    metrics = [run_metrics(a, n) for n in names]
-    return Runs(
-        tuple(
-            Run(n, m, tuple(expect.run_problems(a.params, n, m))) for n, m in zip(names, metrics, strict=True)
-        ),
-        describes_runs(a.params),
-    )
+    metrics = {n: run_metrics(a, n) for n in names}
+    problems = {n: tuple(expect.run_problems(a.params, n, m)) for n, m in metrics.items()}
+    return Runs(tuple(Run(n, m, problems[n]) for n, m in metrics.items()), describes_runs(a.params))
 
 
 def read_loss_match(a: Artifacts, launcher: str) -> Runs:

@@ -11,6 +11,7 @@ Three kinds of test, all in-process:
 from __future__ import annotations
 
 import builtins
+import copy
 import io
 import json
 import os
@@ -318,6 +319,11 @@ def test_a_pilot_cell_reads_nothing_it_does_not_judge(tmp_path: Path) -> None:
         a = tree.artifacts()
         r = runs.read_pilot(a, t, "dropout")
         assert (r.in_profile, r.recorded, r.runs, a.read) == (True, {}, {}, {})
+    no_single = copy.deepcopy(tp.CPU)
+    no_single["pilot"]["launchers"] = ["thread", "proc"]
+    a = tp.tree_of(tmp_path / "n", tp.cells("base"), no_single).artifacts()
+    r = runs.read_pilot(a, {"pilot": tp.T}, "base")
+    assert (r.in_profile, r.launchers, r.recorded, a.read) == (True, ("thread", "proc"), {}, {})
     a = tree.artifacts()
     r = runs.read_pilot(a, {"pilot": tp.T}, "fused_adamw")  # a gpu cell
     assert (r.in_profile, r.runs_on, r.launchers, a.read) == (False, ("gpu",), (), {})
