@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import gc
 import io
 import json
 import os
@@ -207,6 +208,7 @@ def no_files() -> Iterator[None]:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise Opened(f"a file was touched while judging: {args[:2]}")
 
+    gc.collect()  # finalizers of earlier tests' temporary files run now, not inside the block
     with pytest.MonkeyPatch.context() as mp:
         for module in (builtins, io):
             mp.setattr(module, "open", refuse)
