@@ -31,13 +31,14 @@ from gates.reading.runs import (
 SUM_NOISE = 2.0**-52
 
 
+# run_metrics and refuse: fresh_train's reading until its own reading module is merged (the lead deletes
+# them with whole_tree); the gates here read through gates/reading/runs.py and judge with `refusal`.
 def run_metrics(a: Artifacts, run: str) -> dict[str, Any]:
-    """fresh_train's reading until its own reading module is merged (gates/reading/runs.py has it)."""
     return a.json(f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run])
 
 
 def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any) -> Outcome | None:
-    """fresh_train's refusal until its own reading module is merged: `refusal` of the problems read here."""
+    """`refusal` of the problems of these runs (read here)."""
     problems = [p for run, m in runs for p in expect.run_problems(a.params, run, m)]
     return refusal(problems, a.params is not None and a.params.describes_runs, threshold)
 
