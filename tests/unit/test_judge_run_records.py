@@ -305,7 +305,7 @@ def test_finite_and_consistency_record_what_has_not_run(tmp_path: Path, monkeypa
     assert [c.name for c in r.checked] == ["proc"] and set(r.not_run) == {"single", "thread"}
     assert r.not_run["single"] == "stage train_single has not run (dvc repro train_single)"
     c = runs.read_consistency(tree.artifacts())
-    assert [f.name for f in c.runs] == ["proc"] and set(c.not_run) == {"single", "thread"}
+    assert [f.name for f in c.runs] == ["proc"] and c.not_run == r.not_run
     assert c.runs[0].latest == "step_000003" and c.runs[0].digest == CONSISTENT["param_digest"]
     assert set(runs.read_finite_picture(tree.artifacts())) == {"proc"}
     (tree.root / "runs/proc/checkpoints/step_000003/model.safetensors").unlink()
@@ -333,6 +333,7 @@ def test_a_pilot_cell_reads_nothing_it_does_not_judge(tmp_path: Path) -> None:
     r = runs.read_pilot(a, {"pilot": tp.T}, "dropout")
     assert next(iter(a.read)) == "runs/pilot/pilot.json" and len(r.runs) == 6 and r.problems == ()
     assert r.launchers == ("single", "thread", "proc") and r.eval_identity is True
+    assert (r.cell, r.profile, r.runs_on) == ("dropout", "cpu", ("cpu", "gpu"))
     assert r.recorded["dropout", "proc"] == {"status": "ok"}
 
 
@@ -348,3 +349,8 @@ def test_the_pilot_picture_reads_only_the_pairs_it_draws(tmp_path: Path) -> None
         ("dropout", "single"),
     ]
     assert r.recorded["dropout", "thread"] == crash and r.problems == ()
+    assert (r.cell, r.profile, r.runs_on, r.in_profile) == ("dropout", "cpu", ("cpu", "gpu"), True)
+    tree = tp.tree_of(tmp_path / "b", {**tp.cells("base"), ("base", "single"): crash})
+    a = tree.artifacts()
+    r = runs.read_pilot_picture(a, "base")  # base against its own single run, which crashed: nothing drawn
+    assert r.runs == {} and list(a.read) == ["runs/pilot/pilot.json"]

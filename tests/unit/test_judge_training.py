@@ -143,6 +143,18 @@ def test_refuse_names_every_problem_and_whose_truth_it_is(monkeypatch) -> None:
     )
 
 
+def test_refuse_holds_the_runs_to_the_params_it_reads() -> None:
+    params = load_params(str(PARAMS), ["profile=cpu"])
+    other = pipeline_record(params, "thread")  # true to itself, of another learning rate
+    other["config"]["train"]["lr"] = 1.0
+    other["config_hash"] = config_identity(other["config"])
+    assert refuse(Tree(), [("thread", other)], 1e-6) is None
+    o = refuse(Tree(params), [("thread", other)], 1e-6)
+    assert o.message.startswith(
+        f"runs/thread/metrics.json: config_hash {other['config_hash']}, params.yaml gives"
+    )
+
+
 # -- cross_rank -------------------------------------------------------------------------------------------
 
 
