@@ -337,6 +337,26 @@ def test_a_pilot_cell_reads_nothing_it_does_not_judge(tmp_path: Path) -> None:
     assert r.recorded["dropout", "proc"] == {"status": "ok"}
 
 
+def test_finite_names_the_run_whose_number_is_not_finite(tmp_path: Path) -> None:
+    m = tt.record(world=1, launcher="single")
+    text = json.dumps(tt.full(m)).replace('"lr": [0.1', '"lr": [NaN')
+    r = runs.read_finite(
+        tt.tree_of(tmp_path, {"single": m, "proc": tt.record(launcher="proc")}, raw=text).artifacts()
+    )
+    assert [(c.name, c.non_finite) for c in r.checked] == [
+        ("single", "runs/single/metrics.json: lr[0] = nan"),
+        ("proc", None),
+    ]
+
+
+def test_the_pilot_gate_draws_from_the_pictures_reading(tmp_path: Path, drawn) -> None:
+    crash = {"status": "failed", "rank": 0, "error": "x"}
+    a = tp.tree_of(tmp_path, {**tp.cells("base", "dropout"), ("dropout", "thread"): crash}).artifacts()
+    pilot.cell_unit("dropout").draw(a, {"pilot": tp.T})
+    assert "runs/pilot/base/thread/metrics.json" not in a.read  # the gate's reading would read it
+    assert "runs/pilot/base/proc/metrics.json" in a.read
+
+
 def test_the_pilot_picture_reads_only_the_pairs_it_draws(tmp_path: Path) -> None:
     crash = {"status": "failed", "rank": 0, "error": "x"}
     tree = tp.tree_of(tmp_path, {**tp.cells("base", "dropout"), ("dropout", "thread"): crash})
