@@ -25,4 +25,4 @@ def verdict(root: Path, cell: str) -> Outcome:
         write_pipeline(root, ["pilot"])  # a tree of the pilot alone: seal it as its stage (the gates need it)
     params = load_params(root / "params.yaml")
     a = Artifacts(root, DvcLock.read(root), params)
-    return pilot.cell_gate(a, cell, load_thresholds(root / "params.yaml")["pilot"])
+    return pilot.cell_unit(cell).run(a, {"pilot": load_thresholds(root / "params.yaml")["pilot"]})

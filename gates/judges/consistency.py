@@ -4,28 +4,21 @@ dvc.lock seals files one by one; an attacker who rewrites dvc.lock (or a produce
 file from other numbers than the next) can still make a run's files disagree. What recomputation
 allows is checked here: summary.json, loss.csv and eval.csv are what metrics.json gives (the writer's
 own formulas, xtrain.core.train.write_metrics), metrics.json's param_digest is the digest of the
-run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free),
-and metrics.json agrees with its own config (gates/reading/expect.py, the record alone: config_hash is its
+run's final checkpoint, recomputed from model.safetensors with safetensors' numpy API (torch-free;
+gates/reading/runs.py reads every file, this module judges what it read), and metrics.json agrees with its own config (gates/reading/expect.py, the record alone: config_hash is its
 config's identity, its length and evals are its config's, its world its per-rank lists').
 A disagreement fails (exit 1): the run is not one run's record.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from html import escape
-from pathlib import Path
 from typing import Any
-
-from safetensors import SafetensorError
-from safetensors.numpy import load_file
 
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, passed
-from gates.judges.training import RUN_STAGE
-from gates.reading import expect
-from gates.reading.artifacts import ArtifactError, Artifacts, StageNotRun
+from gates.reading.runs import ConsistencyRecords, RunFiles, final_checkpoint, read_consistency
 
 THRESHOLD = "summary, loss.csv, eval.csv and the final checkpoint's digest equal metrics.json"
 
@@ -50,67 +43,36 @@ def csv_texts(m: dict[str, Any]) -> dict[str, str]:
     return {"loss.csv": "\n".join(loss) + "\n", "eval.csv": "\n".join(ev) + "\n"}
 
 
-def param_digest(path: Path) -> str:
-    """xtrain.core.checkpoint.param_digest of the weights in a checkpoint's model.safetensors."""
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise ArtifactError(f"{path}: not a readable safetensors file: {e}") from None
-    h = hashlib.sha256()
-    for name, t in sorted(tensors.items()):
-        h.update(name.encode())
-        h.update(t.tobytes())
-    return h.hexdigest()
-
-
 def _canonical(data: Any) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def run_problems(a: Artifacts, run: str) -> list[str]:
-    stage, base = RUN_STAGE[run], f"runs/{run}"
-    m = a.json(
-        f"{base}/metrics.json",
-        "metrics.schema.json",
-        stage,
-        refuse_non_finite=False,  # pragma: no mutate -- equivalent: None is False
-    )
-    problems = expect.run_problems(None, run, m)  # the record against its own config
-    summary = a.json(
-        f"{base}/summary.json",
-        "summary.schema.json",
-        stage,
-        refuse_non_finite=False,  # pragma: no mutate -- equivalent: None is False
-    )
-    if _canonical(summary) != _canonical(summary_of(m)):
+def run_problems(r: RunFiles) -> list[str]:
+    """Every way one run's files disagree with its metrics.json (and the record with its own config)."""
+    m, base = r.metrics, f"runs/{r.name}"
+    problems = list(r.problems)
+    if _canonical(r.summary) != _canonical(summary_of(m)):
         problems.append(f"{base}/summary.json is not what metrics.json gives ({_canonical(summary_of(m))})")
     for name, text in csv_texts(m).items():
-        if a.path(f"{base}/{name}", stage).read_text() != text:
+        if r.texts[name] != text:
             problems.append(f"{base}/{name} differs from metrics.json's values")
-    final = f"step_{m['steps']:06d}"
-    latest = a.path(f"{base}/checkpoints/latest", stage).read_text().strip()
-    if latest != final:
-        problems.append(f"{base}/checkpoints/latest is {latest!r}, metrics.json ends at {final}")
+    final = final_checkpoint(m)
+    if r.latest != final:
+        problems.append(f"{base}/checkpoints/latest is {r.latest!r}, metrics.json ends at {final}")
     model = f"{base}/checkpoints/{final}/model.safetensors"
-    if not (a.root / model).is_file():
+    if r.digest is None:
         return [*problems, f"metrics.json ends at {final}, but {model} does not exist"]
-    digest = param_digest(a.path(model, stage))
-    if digest != m["param_digest"]:
+    if r.digest != m["param_digest"]:
         problems.append(
-            f"{base}/checkpoints/{final}/model.safetensors digests to {digest[:16]}..., "
+            f"{base}/checkpoints/{final}/model.safetensors digests to {r.digest[:16]}..., "
             f"metrics.json param_digest is {m['param_digest'][:16]}..."
         )
     return problems
 
 
-def consistency(a: Artifacts) -> Outcome:
-    checked, problems = [], []
-    for run in RUN_STAGE:
-        try:
-            problems += run_problems(a, run)
-        except StageNotRun:
-            continue
-        checked.append(run)
+def consistency(r: ConsistencyRecords) -> Outcome:
+    checked = [run.name for run in r.runs]
+    problems = [p for run in r.runs for p in run_problems(run)]
     if not checked:
         return Outcome("skip", None, THRESHOLD, "no training stage has run")
     if problems:
@@ -120,14 +82,11 @@ def consistency(a: Artifacts) -> Outcome:
     return passed(0, THRESHOLD, f"runs {', '.join(checked)}: summary, csv and final checkpoint agree")
 
 
-def consistency_picture(a: Artifacts, t: Thresholds) -> Picture:
+def consistency_picture(r: ConsistencyRecords, t: Thresholds) -> Picture:
     """Each run's files against what its metrics.json gives."""
     rows = []
-    for run in RUN_STAGE:
-        try:
-            problems = run_problems(a, run)
-        except StageNotRun:
-            continue
+    for files in r.runs:
+        run, problems = files.name, run_problems(files)
         for name in ("summary.json", "loss.csv", "eval.csv", "checkpoints/latest", "model.safetensors"):
             bad = any(name in p for p in problems)
             rows.append(
@@ -150,10 +109,11 @@ GATE = Gate(
     checks="each run agrees with itself: summary.json, loss.csv, eval.csv are what metrics.json gives; "
     "its param_digest is the digest of its final checkpoint (recomputed from model.safetensors)",
     threshold=lambda t: "equal",
-    judge=lambda a, t: consistency(a),
+    judge=lambda r, t: consistency(r),
     why="dvc.lock seals each file alone; someone who rewrites dvc.lock, or a writer that mixed two runs, "
     "can still leave files that disagree: recomputation catches what re-sealing hides",
     investigate="the message names the run and file; dvc repro -f the run's stage",
     takes=(),
     picture=consistency_picture,
+    read=lambda a, t: read_consistency(a),
 )

@@ -35,8 +35,8 @@ from typing import Any
 from gates.judges.gate import Gate, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, rel_diffs
 from gates.judges.tolerance import Approx, Exact
-from gates.judges.training import foreign_recorder, refuse, run_metrics, with_train_mode
-from gates.reading.artifacts import Artifacts
+from gates.judges.training import foreign_recorder, pairs, refuse_runs, with_train_mode
+from gates.reading.runs import Runs, read_launcher_parity, read_loss_match
 from params.identity import config_changes, describe_changes, is_cosmetic
 
 Metrics = dict[str, Any]
@@ -545,37 +545,39 @@ def describe_tiers(loss_match: dict[str, Any]) -> str:
     return "samples and dropout masks exact; " + "; ".join(parts or ["no tier configured"])
 
 
-def loss_match(a: Artifacts, run: str, loss_match: dict[str, Any]) -> Outcome:
-    single, ddp = run_metrics(a, "single"), run_metrics(a, run)
-    refused = refuse(a, [("single", single), (run, ddp)], loss_match["max_rel"])  # not what params says
+def loss_match(r: Runs, loss_match: dict[str, Any]) -> Outcome:
+    """runs/<launcher> against runs/single (the records' two runs, single first)."""
+    single, ddp = r.runs
+    refused = refuse_runs(r, loss_match["max_rel"])  # not what params.yaml (or its own record) says
     if refused:
         return refused
-    return with_train_mode(equivalence(single, ddp, run, loss_match), [("single", single), (run, ddp)])
+    return with_train_mode(equivalence(single.metrics, ddp.metrics, ddp.name, loss_match), pairs(r))
 
 
-def launcher_parity(a: Artifacts, loss_match: dict[str, Any], max_rel: float) -> Outcome:
+def launcher_parity(r: Runs, loss_match: dict[str, Any], max_rel: float) -> Outcome:
     """torchrun (proc) against thread-per-rank at the same world, judged like loss_match.
 
     Two launchers at world > 2 may reduce in different orders (NCCL picks rings or trees per
     communicator): a one-ulp difference that chaos amplifies over a whole run. So parity is judged
     with the DDP gate's design and the device's tier; only the prefix bound is launcher_parity's own.
     """
-    thread, proc = run_metrics(a, "thread"), run_metrics(a, "proc")
-    refused = refuse(a, [("thread", thread), ("proc", proc)], max_rel)
+    thread, proc = r["thread"].metrics, r["proc"].metrics
+    refused = refuse_runs(r, max_rel)
     if refused:
         return refused
     o = equivalence(thread, proc, "proc", {**loss_match, "max_rel": max_rel}, ref="thread")
-    return with_train_mode(o, [("thread", thread), ("proc", proc)])
+    return with_train_mode(o, pairs(r))
 
 
 # ---- the picture: what the gate judged, against its bound ------------------------------------------
 
 
-def loss_match_picture(a: Artifacts, t: Thresholds, launcher: str) -> Picture:
+def loss_match_picture(r: Runs, t: Thresholds) -> Picture:
     from gates.judges import plots
     from gates.judges.pictures import metrics_pair, rel_panel
 
-    got, ref = metrics_pair(a, launcher, "single")
+    launcher = r.runs[1].name
+    got, ref = metrics_pair(r, launcher, "single")
     # The gate bounds max rel only over its tier's prefix (later steps are chaotic): draw that.
     tier = tier_for(t["loss_match"], got["device"])
     prefix = tier.prefix_steps if tier is not None else None
@@ -594,12 +596,12 @@ def loss_match_picture(a: Artifacts, t: Thresholds, launcher: str) -> Picture:
     )
 
 
-def launcher_parity_picture(a: Artifacts, t: Thresholds) -> Picture:
+def launcher_parity_picture(r: Runs, t: Thresholds) -> Picture:
     from gates.judges import plots
     from gates.judges.pictures import metrics_pair, rel_panel
 
     max_rel = t["launcher_parity"]["max_rel"]
-    got, ref = metrics_pair(a, "proc", "thread")
+    got, ref = metrics_pair(r, "proc", "thread")
     # Judged like loss_match: the bound holds over the device tier's prefix; later steps are drawn, not judged.
     tier = tier_for(t["loss_match"], got["device"])
     prefix = tier.prefix_steps if tier is not None else None
@@ -634,7 +636,7 @@ def loss_match_gate(launcher: str) -> Gate:
         "the validation loss at the steps both runs evaluated at; both runs trained every step in train "
         "mode (metrics.json eval_mode_steps empty)",
         threshold=lambda t: describe_tiers(t["loss_match"]),
-        judge=lambda a, t: loss_match(a, launcher, t["loss_match"]),
+        judge=lambda r, t: loss_match(r, t["loss_match"]),
         why="data parallelism must not change the math: averaged shard gradients equal the full-batch gradient "
         "up to float summation order; past a few dozen steps on the GPU profile that order is amplified "
         "chaotically, so only exact and early checks are tight",
@@ -645,7 +647,8 @@ def loss_match_gate(launcher: str) -> Gate:
         f"backward. prefix: the first step over the bound; end only: rerun with other seeds. Files: "
         f"runs/single/loss.csv, runs/{launcher}/loss.csv, eval.csv beside them",
         takes=("loss_match",),
-        picture=lambda a, t: loss_match_picture(a, t, launcher),
+        picture=loss_match_picture,
+        read=lambda a, t: read_loss_match(a, launcher),
     )
 
 
@@ -657,11 +660,12 @@ LAUNCHER_PARITY = Gate(
         "as loss_match, thread as the reference: "
         + describe_tiers({**t["loss_match"], "max_rel": t["launcher_parity"]["max_rel"]})
     ),
-    judge=lambda a, t: launcher_parity(a, t["loss_match"], t["launcher_parity"]["max_rel"]),
+    judge=lambda r, t: launcher_parity(r, t["loss_match"], t["launcher_parity"]["max_rel"]),
     why="the two launchers must differ only in how ranks start and how gradients travel (measured: "
     "1.5e-7); at world 4 on H200s their reductions sum in other orders, so a whole-run bound is unsound",
     investigate="same world and config? (metrics.json world, config_hash). On CPU they are bit-identical: "
     "a samples or step-0 failure means the gradient path changed (DDP bucket order, reduction, sharding)",
     takes=("loss_match", "launcher_parity"),
     picture=launcher_parity_picture,
+    read=lambda a, t: read_launcher_parity(a),
 )

@@ -18,15 +18,17 @@ from contracts.validate import ValidationError
 from gates.judges import plots
 from gates.judges.gate import Gate, NoPicture, NothingMeasured, Picture, Thresholds, Unpaired
 from gates.judges.outcome import rel_diffs
-from gates.judges.training import run_metrics
 from gates.reading.artifacts import ArtifactError, Artifacts, NonFinite, StageNotRun
+from gates.reading.runs import Runs
 from registry.store import RegistryError
 
 __all__ = ["NoPicture", "NothingMeasured", "Picture", "draw", "md5_table", "metrics_pair", "rel_panel"]
 
 
-def metrics_pair(a: Artifacts, run: str, reference: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    ref, got = run_metrics(a, reference), run_metrics(a, run)
+def metrics_pair(r: Runs, run: str, reference: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two runs' metrics (run, reference) from the gate's records; Unpaired where no step-by-step
+    difference can be drawn."""
+    ref, got = r[reference].metrics, r[run].metrics
     if ref["config_hash"] != got["config_hash"] or len(ref["train_loss"]) != len(got["train_loss"]):
         raise Unpaired(unpaired(got, ref, run, reference))
     return got, ref

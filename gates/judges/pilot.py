@@ -37,30 +37,14 @@ from gates.judges.ddp import Check
 from gates.judges.gate import Gate, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.judges.training import TRAIN_MODE_NEXT, train_mode_problem
-from gates.reading import expect
-from gates.reading.artifacts import Artifacts
-from params.config import Params
-from params.pilot_cells import CELLS, cell_params, cells_for, eval_identity, pilot_section
+from gates.reading.runs import PILOT_INDEX as INDEX
+from gates.reading.runs import PilotRecords, read_pilot, read_pilot_picture
+from gates.reading.runs import pilot_run_path as run_path
+from params.pilot_cells import CELLS
 
 Metrics = dict[str, Any]
 Runs = dict[tuple[str, str], Metrics]  # (cell, launcher) -> metrics, for the runs recorded ok
-STAGE = "pilot"
-INDEX = "runs/pilot/pilot.json"
 EXACT_SERIES = ("grad_norm", "train_loss", "lr")  # gradients first: KI-3 moves them before the loss
-
-
-def run_path(cell: str, launcher: str) -> str:
-    return f"runs/pilot/{cell}/{launcher}/metrics.json"
-
-
-def read(a: Artifacts, cell: str, launcher: str) -> Metrics:
-    return a.json(run_path(cell, launcher), "metrics.schema.json", STAGE)
-
-
-def records(a: Artifacts, cells: list[str], launchers: list[str]) -> dict[tuple[str, str], dict | None]:
-    """Each run's outcome as the stage recorded it (runs/pilot/pilot.json); None: not recorded."""
-    runs = a.json(INDEX, "pilot.schema.json", STAGE)["runs"]
-    return {(c, x): runs.get(c, {}).get(x) for c in cells for x in launchers}
 
 
 def crash_text(record: dict[str, Any]) -> str:
@@ -74,27 +58,6 @@ def tiers(t: dict[str, Any], cell: str, device: str) -> dict[str, Any]:
     out: dict[str, Any] = {"max_rel": over.get("max_rel", t["max_rel"])}
     if device in t:
         out[device] = {**t[device], **{k: v for k, v in over.items() if k != "max_rel"}}
-    return out
-
-
-def shape_problems(params: Params, cell: str, launcher: str, m: Metrics) -> list[str]:
-    """How a pilot run differs from its own record's config (gates/reading/expect.py: identity, length, eval
-    steps, world) and from what params.yaml says it must be."""
-    where, p = run_path(cell, launcher), pilot_section(params)
-    out = expect.run_problems(None, f"pilot/{cell}/{launcher}", m)
-    want = cell_params(params, cell).run_config(m["config"]["model"]["vocab_size"]).config_hash()
-    if m["config_hash"] != want:
-        out.append(f"{where}: config_hash {m['config_hash']}, params.yaml pilot cell {cell} gives {want}")
-    if m["steps"] != p["steps"] or len(m["train_loss"]) != p["steps"]:
-        out.append(f"{where}: {len(m['train_loss'])} losses, params.yaml pilot.steps is {p['steps']}")
-    world = 1 if launcher == "single" else params["launchers"][launcher]["world"]
-    if m["world"] != world:
-        out.append(f"{where}: world {m['world']}, params.yaml says {world}")
-    if cell == "resume" and m["resumed_from_step"] != p["resume_at"]:
-        out.append(
-            f"{where}: resumed_from_step {m['resumed_from_step']}, the resume cell must resume at "
-            f"pilot.resume_at={p['resume_at']}: the resume path was not taken"
-        )
     return out
 
 
@@ -205,9 +168,10 @@ def feature_checks(
 
 
 def launcher_checks(
-    params: Params, cell: str, launcher: str, runs: Runs, t: dict[str, Any]
+    same_eval: bool, cell: str, launcher: str, runs: Runs, t: dict[str, Any]
 ) -> tuple[list[Check], float]:
-    """Every check of one launcher's run of the cell (it finished: runs has it); the worst prefix rel."""
+    """Every check of one launcher's run of the cell (it finished: runs has it); the worst prefix rel.
+    `same_eval`: the cell's features act only in training (params/pilot_cells.py eval_identity)."""
     got = runs[cell, launcher]
     problem = train_mode_problem(got, run_path(cell, launcher), launcher)
     checks = [Check("train mode", problem is None, problem or "every step trained in train mode")]
@@ -228,7 +192,7 @@ def launcher_checks(
         return [*checks, Check(f"vs {reference}", False, why)], worst
     ref = runs[reference, launcher]
     more, w = feature_checks(cell, ref, got, lm, t, f"{cell}/{launcher}")
-    if eval_identity(params, cell):
+    if same_eval:
         more.append(eval_at_0(ref, got, reference))
     checks += [Check(f"vs {reference}: {c.name}", c.ok, c.detail) for c in more]
     return checks, max(worst, w)
@@ -253,33 +217,31 @@ def threshold_text(t: dict[str, Any], cell: str) -> str:
     return f"{ddp_text}; vs {CELLS[cell].reference}: {vs}"
 
 
-def cell_gate(a: Artifacts, cell: str, t: dict[str, Any] | None) -> Outcome:
+def cell_gate(r: PilotRecords, t: dict[str, Any] | None) -> Outcome:
     """The verdict of one cell over every launcher of params.yaml pilot.launchers."""
-    assert a.params is not None, "the gates need the resolved params"
+    cell = r.cell
     if t is None:
         return failed(None, None, "params.yaml gates.pilot: missing: no thresholds for the pilot gates")
     threshold = threshold_text(t, cell)
-    if cell not in cells_for(a.params):
+    if not r.in_profile:
         return Outcome("skip", None, threshold, f"cell {cell} ({CELLS[cell].what}) is not in params.yaml "
-                       f"pilot.cells.{a.params['profile']}: see docs/pilot.md for which cells run where")  # fmt: skip
-    launchers = pilot_section(a.params)["launchers"]
+                       f"pilot.cells.{r.profile}: see docs/pilot.md for which cells run where")  # fmt: skip
+    launchers = r.launchers
     if "single" not in launchers:
         return failed(
             None, threshold, "params.yaml pilot.launchers: single is missing: every cell is judged against it"
         )
-    recorded = records(a, list(dict.fromkeys((cell, CELLS[cell].reference))), launchers)
-    missing = [f"{INDEX}: runs.{c}.{x}: not recorded" for (c, x), r in recorded.items() if r is None]
-    # a run recorded ok is read (it must be there: never trusted on the record's word) and shaped
-    runs = {k: read(a, *k) for k, r in recorded.items() if r is not None and r["status"] == "ok"}
-    problems = missing + [p for (c, x), m in runs.items() for p in shape_problems(a.params, c, x, m)]
+    recorded, runs = r.recorded, r.runs  # a run recorded ok was read (never trusted on the record's word)
+    missing = [f"{INDEX}: runs.{c}.{x}: not recorded" for (c, x), rec in recorded.items() if rec is None]
+    problems = missing + list(r.problems)
     if problems:
         return failed(
             None, threshold, "; ".join(dict.fromkeys(problems)) + ". Refusing to judge: rerun dvc repro pilot"
         )
     crashed = {x: recorded[cell, x] for x in launchers if (cell, x) not in runs}
-    results = {x: launcher_checks(a.params, cell, x, runs, t) for x in launchers if x not in crashed}
+    results = {x: launcher_checks(r.eval_identity, cell, x, runs, t) for x in launchers if x not in crashed}
     worst = max((w for _, w in results.values()), default=0.0)
-    bad = [f"{x}: crashed: {crash_text(r)}" for x, r in crashed.items()]
+    bad = [f"{x}: crashed: {crash_text(rec)}" for x, rec in crashed.items()]
     bad += [f"{x}: {c.name}: {c.detail}" for x, (cs, _) in results.items() for c in cs if not c.ok]
     if bad:
         return failed(worst, threshold, verdict_text(cell, bad, crashed, results))
@@ -310,41 +272,39 @@ def verdict_text(
 # ---- the picture -----------------------------------------------------------------------------------
 
 
-def cell_picture(a: Artifacts, t: Thresholds, cell: str) -> Picture:
+def cell_picture(r: PilotRecords, t: Thresholds) -> Picture:
     """Per launcher, the cell's loss against its reference cell's (same launcher) and against its own
     single-device run: what the pilot gate judges, step by step."""
     from gates.judges import plots
     from gates.judges.pictures import rel_panel
 
-    assert a.params is not None
-    if cell not in cells_for(a.params):
-        where = [k for k, v in pilot_section(a.params)["cells"].items() if cell in v]
+    cell = r.cell
+    if not r.in_profile:
         return Picture(
             f"<table class='files'><tr><td>cell {escape(cell)} ({escape(CELLS[cell].what)})</td>"
-            f"<td>not run on profile {escape(a.params['profile'])}; runs on: {escape(', '.join(where) or 'none')}"
+            f"<td>not run on profile {escape(r.profile)}; runs on: {escape(', '.join(r.runs_on) or 'none')}"
             "</td></tr></table>",
             "The cell is not in params.yaml pilot.cells for this profile: skip, never a pass (docs/pilot.md "
             "says why). Pass, where it runs: every launcher agrees with the cell's single-device run and the "
             "feature with its reference cell.",
         )
     ref_cell = CELLS[cell].reference
-    launchers = pilot_section(a.params)["launchers"]
+    launchers, recorded = r.launchers, r.recorded
     fig, axes = plots.figure(len(launchers), height=2.2)
-    recorded = records(a, list(dict.fromkeys((cell, ref_cell))), launchers)
     max_rel = t["pilot"]["max_rel"]
     ref_name = ref_cell if ref_cell != cell else "single"
     for ax, launcher in zip(axes, launchers, strict=True):  # pragma: no mutate -- equivalent: an axis per launcher  # fmt: skip
         pair = ((cell, launcher), (ref_cell, launcher) if ref_cell != cell else (cell, "single"))
         down = [
-            f"{c} {x} " + ("not recorded" if r is None else f"crashed: {crash_text(r)}")
+            f"{c} {x} " + ("not recorded" if rec is None else f"crashed: {crash_text(rec)}")
             for c, x in pair
-            if (r := recorded[c, x]) is None or r["status"] != "ok"
+            if (rec := recorded[c, x]) is None or rec["status"] != "ok"
         ]
         if down:  # a crashed run has no numbers: its panel names the crash
             ax.text(0.01, 0.5, "; ".join(down)[:160], transform=ax.transAxes, color=plots.BAD, fontsize=8)
             ax.set_title(f"{cell} vs {ref_name}, {launcher}: crashed")
             continue
-        got, ref = read(a, *pair[0]), read(a, *pair[1])
+        got, ref = r.runs[pair[0]], r.runs[pair[1]]
         rel_panel(ax, got, ref, cell, ref_name, max_rel)
         ax.set_title(f"{cell} vs {ref_name}, {launcher} (world {got['world']})")
     return Picture(
@@ -369,7 +329,7 @@ def cell_unit(cell: str) -> Gate:
         f"{CELLS[cell].reference} on the same launcher ({CELLS[cell].judge}; the val loss at step 0 "
         "bitwise where eval ignores the cell's features); every step in train mode; a crashed run fails",
         threshold=lambda t: threshold_text(t["pilot"], cell) if "pilot" in t else "gates.pilot missing",
-        judge=lambda a, t: cell_gate(a, cell, t.get("pilot")),
+        judge=lambda r, t: cell_gate(r, t.get("pilot")),
         why="the pipeline's runs never take the feature paths (dropout, grad accumulation, recompute, resume, "
         "fused AdamW, compile, bf16): a bug there passes every other gate, as dropout silently off under DDP "
         "did in the seed design (T21); docs/pilot.md",
@@ -378,7 +338,9 @@ def cell_unit(cell: str) -> Gate:
         f"against runs/pilot/{CELLS[cell].reference}/<launcher>/loss.csv; rerun one cell with "
         f"python -m pipeline.pilot --cells {cell}",
         takes=("pilot",),
-        picture=lambda a, t: cell_picture(a, t, cell),
+        picture=cell_picture,
+        read=lambda a, t: read_pilot(a, t, cell),
+        read_for_picture=lambda a, t: read_pilot_picture(a, cell),
     )
 
 

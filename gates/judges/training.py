@@ -1,8 +1,9 @@
-"""Training gates: cross-rank agreement, finiteness, and the run reading the others share.
+"""Training gates: cross-rank agreement, finiteness, and the refusal and train-mode rule the others share.
 
-Every gate first checks each run against its own record and, where params.yaml describes runs,
-against params (gates/reading/expect.py): a run whose config_hash, steps, eval cadence or world disagrees
-with its config (or with params.yaml) is refused, never compared.
+The runs are read in gates/reading/runs.py; the judges here take those records. Every gate first
+checks each run against its own record and, where params.yaml describes runs, against params
+(gates/reading/expect.py, read with the run): a run whose config_hash, steps, eval cadence or world
+disagrees with its config (or with params.yaml) is refused, never compared.
 """
 
 from __future__ import annotations
@@ -14,38 +15,57 @@ from gates.judges.gate import Gate, NothingMeasured, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, passed
 from gates.judges.tolerance import Approx
 from gates.reading import expect
-from gates.reading.artifacts import Artifacts, NonFinite, StageNotRun
+from gates.reading.artifacts import Artifacts
 from gates.reading.expect import foreign_recorder
+from gates.reading.runs import (
+    RUN_STAGE,
+    FiniteRecords,
+    Metrics,
+    Runs,
+    read_cross_rank,
+    read_finite,
+    read_finite_picture,
+)
 
 # param_sum is a float64 sum over n parameters: equal replicas may still differ by this much per
 # parameter and unit of the sum's size (one rounding per addition).
 SUM_NOISE = 2.0**-52
 
-RUN_STAGE = {"single": "train_single", "thread": "train@thread", "proc": "train@proc"}
 
-
+# run_metrics and refuse: fresh_train's reading until its own reading module is merged (the lead deletes
+# them with whole_tree); the gates here read through gates/reading/runs.py and judge with `refusal`.
 def run_metrics(a: Artifacts, run: str) -> dict[str, Any]:
     return a.json(f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run])
 
 
-def describes_runs(a: Artifacts) -> bool:
-    """The judging project's params.yaml describes its runs (our pipeline); else the records are the truth."""
-    return a.params is not None and a.params.describes_runs
-
-
 def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any) -> Outcome | None:
-    """A fail naming every way the runs disagree with their own records (and params.yaml, where it
-    describes runs), or None when they agree."""
+    """`refusal` of the problems of these runs (read here)."""
     problems = [p for run, m in runs for p in expect.run_problems(a.params, run, m)]
+    return refusal(problems, a.params is not None and a.params.describes_runs, threshold)
+
+
+def refusal(problems: list[str], describes_runs: bool, threshold: Any) -> Outcome | None:
+    """A fail naming every way the runs disagree with their own records (and params.yaml, where it
+    describes runs: `describes_runs`), or None when they agree."""
     if not problems:
         return None
     tail = (
         "Refusing to compare runs that are not what params.yaml describes: rerun them (dvc repro) with "
         "this params.yaml"
-        if describes_runs(a)
+        if describes_runs
         else "Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
     )
     return failed(None, threshold, "; ".join(problems) + ". " + tail)
+
+
+def refuse_runs(r: Runs, threshold: Any) -> Outcome | None:
+    """`refusal` of every problem the reading found in the runs, in their order."""
+    return refusal([p for run in r.runs for p in run.problems], r.describes_runs, threshold)
+
+
+def pairs(r: Runs) -> list[tuple[str, Metrics]]:
+    """(name, metrics) of each run, in the order read (what with_train_mode takes)."""
+    return [(run.name, run.metrics) for run in r.runs]
 
 
 TRAIN_MODE_NEXT = (
@@ -131,10 +151,11 @@ def with_train_mode(o: Outcome, runs: list[tuple[str, dict[str, Any]]]) -> Outco
     )
 
 
-def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
+def cross_rank(r: Runs, max_abs: float) -> Outcome:
     """Recomputed from every rank's entry: the claimed maximum, each rank's difference and parameter sum."""
-    m = run_metrics(a, run)
-    refused = refuse(a, [(run, m)], max_abs)
+    (only,) = r.runs
+    run, m = only.name, only.metrics
+    refused = refuse_runs(r, max_abs)
     if refused:
         return refused
     per_rank = m["cross_rank"]["per_rank"]
@@ -163,7 +184,7 @@ def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
             "skip",
             0.0,
             max_abs,
-            f"runs/{run} ran with world 1{' (as params.yaml says)' if describes_runs(a) else ''}: no other "
+            f"runs/{run} ran with world 1{' (as params.yaml says)' if r.describes_runs else ''}: no other "
             "rank to compare",
         )
     # each rank's max |p_r - p_0| against 0, within cross_rank.max_abs (an absolute tolerance)
@@ -186,20 +207,10 @@ def cross_rank(a: Artifacts, run: str, max_abs: float) -> Outcome:
     )
 
 
-def finite(a: Artifacts) -> Outcome:
-    """No NaN/Inf anywhere in any run's metrics (Artifacts.json scans every number), shapes as params say."""
-    checked, problems = [], []
-    for run in RUN_STAGE:
-        try:
-            m = run_metrics(a, run)
-        except StageNotRun:
-            continue
-        except NonFinite as e:
-            checked.append(run)  # pragma: no mutate -- equivalent: a problem follows, only the count is read
-            problems.append(str(e))
-            continue
-        checked.append(run)
-        problems += expect.run_problems(a.params, run, m)
+def finite(r: FiniteRecords) -> Outcome:
+    """No NaN/Inf anywhere in any run's metrics (Artifacts.json scanned every number), shapes as params say."""
+    checked = [c.name for c in r.checked]
+    problems = [p for c in r.checked for p in ([c.non_finite] if c.non_finite is not None else c.problems)]
     if not checked:
         return Outcome("skip", None, None, "no training stage has run")
     if problems:
@@ -208,20 +219,21 @@ def finite(a: Artifacts) -> Outcome:
             0,
             "; ".join(problems) + ". Next: the first non-finite step (lower the learning rate, "
             "check the data and precision), or rerun a run that does not match "
-            + ("params.yaml" if describes_runs(a) else "its own record"),
+            + ("params.yaml" if r.describes_runs else "its own record"),
         )
-    shaped = "shaped as params.yaml says" if describes_runs(a) else "shaped as their own configs say"
+    shaped = "shaped as params.yaml says" if r.describes_runs else "shaped as their own configs say"
     return passed(0, 0, f"every number is finite in runs {', '.join(checked)}, {shaped}")
 
 
 # ---- the pictures ----------------------------------------------------------------------------------
 
 
-def cross_rank_picture(a: Artifacts, t: Thresholds, launcher: str) -> Picture:
+def cross_rank_picture(r: Runs, t: Thresholds) -> Picture:
     from gates.judges import plots
 
     max_abs = t["cross_rank"]["max_abs"]
-    m = run_metrics(a, launcher)
+    (only,) = r.runs
+    launcher, m = only.name, only.metrics
     per_rank = sorted(m["cross_rank"]["per_rank"], key=lambda r: r["rank"])
     fig, (ax,) = plots.figure(height=2.4)
     values = [r["max_abs_diff"] for r in per_rank]
@@ -242,21 +254,13 @@ def non_finite_steps(values: list[float]) -> list[int]:
     return [i for i, v in enumerate(values) if not math.isfinite(v)]
 
 
-def finite_picture(a: Artifacts, t: Thresholds) -> Picture:
+def finite_picture(runs: dict[str, Metrics], t: Thresholds) -> Picture:
+    """Every run that ran, its NaNs kept (gates/reading/runs.py read_finite_picture): drawn where they are."""
     from gates.judges import plots
 
     fig, (loss_ax, norm_ax) = plots.figure(1, 2, height=2.8)
     drawn, bad = [], 0
-    for run in RUN_STAGE:
-        try:  # the NaNs are what this picture shows: read them, do not refuse them
-            m = a.json(
-                f"runs/{run}/metrics.json",
-                "metrics.schema.json",
-                RUN_STAGE[run],
-                refuse_non_finite=False,  # pragma: no mutate -- equivalent: None is False
-            )
-        except StageNotRun:
-            continue
+    for run, m in runs.items():
         drawn.append(run)
         eval_steps = [e["step"] for e in m["eval"] if not math.isfinite(e["loss"])]
         for ax, values, extra in ((loss_ax, m["train_loss"], eval_steps), (norm_ax, m["grad_norm"], [])):
@@ -291,13 +295,14 @@ def cross_rank_gate(launcher: str) -> Gate:
         id=f"cross_rank.{launcher}",
         checks=f"max |p_rank - p_0| over all ranks and tensors after the last {launcher} step",
         threshold=lambda t: f"<= {t['cross_rank']['max_abs']:g}",
-        judge=lambda a, t: cross_rank(a, launcher, t["cross_rank"]["max_abs"]),
+        judge=lambda r, t: cross_rank(r, t["cross_rank"]["max_abs"]),
         why="replicas that drift apart silently train different models; bitwise equality proved "
         "flaky on NCCL and gates at 1e-6",
         investigate=f"runs/{launcher}/metrics.json cross_rank.per_rank names the rank; check that every rank "
         f"applies the same averaged gradient and optimizer step (comm.sync_grads, DDP buckets)",
         takes=("cross_rank",),
-        picture=lambda a, t: cross_rank_picture(a, t, launcher),
+        picture=cross_rank_picture,
+        read=lambda a, t: read_cross_rank(a, launcher),
     )
 
 
@@ -305,9 +310,11 @@ FINITE = Gate(
     id="finite",
     checks="no NaN or Inf in any loss, eval loss or grad norm of any run",
     threshold=lambda t: "all finite",
-    judge=lambda a, t: finite(a),
+    judge=lambda r, t: finite(r),
     why="a diverged run can still produce files; it must never pass",
     investigate="the message names the run, series and first step; lower the learning rate or check precision",
     takes=(),
     picture=finite_picture,
+    read=lambda a, t: read_finite(a),
+    read_for_picture=lambda a, t: read_finite_picture(a),
 )

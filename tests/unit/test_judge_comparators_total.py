@@ -46,6 +46,7 @@ from contracts.gguf_format import gguf_name
 from gates.judges import closed_loop, consistency, ddp, export_md5, fresh_train, pilot, seals
 from gates.judges.tolerance import Approx, Exact, _Tolerance
 from gates.reading import dvclock, dvcstatus, expect, goldens
+from gates.reading import runs as run_records
 from hypothesis_profiles import examples
 from params.cadence import eval_steps
 from registry import __main__ as registry_cli
@@ -940,7 +941,7 @@ TENSORS = st.dictionaries(
 
 
 def param_digest_property(
-    digest: Callable[[Path], str] = consistency.param_digest, cfg: settings | None = None
+    digest: Callable[[Path], str] = run_records.param_digest, cfg: settings | None = None
 ) -> Prop:
     """The digest of a checkpoint's weights moves with every element of every tensor, and with its name."""
 
@@ -985,10 +986,10 @@ def run_digest_property(
     @given(data=st.data())
     def prop(data: st.DataObject) -> None:
         try:
-            assert run_problems(tree.artifacts(), "single") == []
+            assert run_problems(run_records.read_run_files(tree.artifacts(), "single")) == []
             for i, other in every_hex_change(m["param_digest"], data):
                 metrics_path.write_text(json.dumps({**m, "param_digest": other}))
-                got = run_problems(tree.artifacts(), "single")
+                got = run_problems(run_records.read_run_files(tree.artifacts(), "single"))
                 want = f"{final} digests to {m['param_digest'][:16]}..., metrics.json param_digest is {other[:16]}..."
                 assert got == [want], f"UNSEEN param_digest at hex {i}: {got}"
         finally:
@@ -1643,7 +1644,7 @@ CONTROLS += [
     (
         "consistency param_digest: 4 bytes of each tensor",
         lambda mp, tmp: param_digest_property(
-            planted(consistency, "param_digest", "h.update(t.tobytes())", "h.update(t.tobytes()[:4])"),
+            planted(run_records, "param_digest", "h.update(t.tobytes())", "h.update(t.tobytes()[:4])"),
             no_shrink(examples(5, 50)),
         ),
         r"UNSEEN tensor .* element (\d+)",
@@ -1656,8 +1657,8 @@ CONTROLS += [
             planted(
                 consistency,
                 "run_problems",
-                'digest != m["param_digest"]',
-                'digest[:16] != m["param_digest"][:16]',
+                'r.digest != m["param_digest"]',
+                'r.digest[:16] != m["param_digest"][:16]',
             ),
             no_shrink(examples(2, 20)),
         ),

@@ -24,12 +24,12 @@ from gates.judges.consistency import (
     consistency,
     consistency_picture,
     csv_texts,
-    param_digest,
     run_problems,
     summary_of,
 )
 from gates.judges.gate import NoPicture
 from gates.reading.artifacts import ArtifactError
+from gates.reading.runs import param_digest, read_consistency, read_run_files
 from judge_trees import Tree
 from params.identity import config_identity
 
@@ -116,19 +116,20 @@ def test_param_digest_is_the_checkpoints_and_refuses_what_is_not_safetensors(tmp
 
 
 def test_a_consistent_run_passes(tree: Tree) -> None:
-    assert run_problems(tree.artifacts(), "single") == []
-    o = consistency(tree.artifacts())
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == []
+    o = consistency(read_consistency(tree.artifacts()))
     assert (o.status, o.measured) == ("pass", 0) and GATE.threshold({}) == "equal"
     assert o.threshold == "summary, loss.csv, eval.csv and the final checkpoint's digest equal metrics.json"
     assert o.message == "runs single: summary, csv and final checkpoint agree"
     write_run(tree, "proc", metrics("proc", 2))
     assert (
-        consistency(tree.artifacts()).message == "runs single, proc: summary, csv and final checkpoint agree"
+        consistency(read_consistency(tree.artifacts())).message
+        == "runs single, proc: summary, csv and final checkpoint agree"
     )
 
 
 def test_no_run_is_a_skip(tmp_path: Path) -> None:
-    o = consistency(Tree(tmp_path).artifacts())
+    o = consistency(read_consistency(Tree(tmp_path).artifacts()))
     assert (o.status, o.measured, o.threshold, o.message) == (
         "skip",
         None,
@@ -136,7 +137,7 @@ def test_no_run_is_a_skip(tmp_path: Path) -> None:
         "no training stage has run",
     )
     with pytest.raises(NoPicture, match=r"^no training stage has run$"):
-        consistency_picture(Tree(tmp_path).artifacts(), {})
+        consistency_picture(read_consistency(Tree(tmp_path).artifacts()), {})
 
 
 def edit(tree: Tree, rel: str, text: str) -> None:
@@ -146,24 +147,24 @@ def edit(tree: Tree, rel: str, text: str) -> None:
 def test_a_summary_that_is_not_the_records_is_named(tree: Tree) -> None:
     m = metrics()
     edit(tree, "summary.json", json.dumps({**summary_of(m), "final_val_loss": 3.0}))
-    assert run_problems(tree.artifacts(), "single") == [
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == [
         f"runs/single/summary.json is not what metrics.json gives ({json.dumps(summary_of(m), sort_keys=True)})"
     ]
     edit(tree, "summary.json", json.dumps(dict(reversed(list(summary_of(m).items())))))
-    assert run_problems(tree.artifacts(), "single") == []  # key order is not content
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == []  # key order is not content
 
 
 @pytest.mark.parametrize("name", ["loss.csv", "eval.csv"])
 def test_a_csv_that_differs_is_named(tree: Tree, name: str) -> None:
     edit(tree, name, csv_texts(metrics())[name].replace("4.", "5."))
-    assert run_problems(tree.artifacts(), "single") == [
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == [
         f"runs/single/{name} differs from metrics.json's values"
     ]
 
 
 def test_latest_must_be_the_last_step(tree: Tree) -> None:
     edit(tree, "checkpoints/latest", "step_000001\n")
-    assert run_problems(tree.artifacts(), "single") == [
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == [
         "runs/single/checkpoints/latest is 'step_000001', metrics.json ends at step_000003"
     ]
 
@@ -171,7 +172,7 @@ def test_latest_must_be_the_last_step(tree: Tree) -> None:
 def test_a_missing_final_checkpoint_is_named(tree: Tree) -> None:
     (tree.root / "runs/single/checkpoints/step_000003/model.safetensors").unlink()
     edit(tree, "eval.csv", "x")
-    assert run_problems(tree.artifacts(), "single") == [
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == [
         "runs/single/eval.csv differs from metrics.json's values",
         "metrics.json ends at step_000003, but runs/single/checkpoints/step_000003/model.safetensors does not exist",
     ]
@@ -182,7 +183,7 @@ def test_weights_that_are_not_the_recorded_digest_are_named(tree: Tree) -> None:
     path = tree.root / "runs/single/checkpoints/step_000003/model.safetensors"
     save_file(other, str(path))
     recorded = metrics()["param_digest"]
-    assert run_problems(tree.artifacts(), "single") == [
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == [
         f"runs/single/checkpoints/step_000003/model.safetensors digests to {param_digest(path)[:16]}..., "
         f"metrics.json param_digest is {recorded[:16]}..."
     ]
@@ -193,7 +194,7 @@ def test_a_record_that_contradicts_itself_is_a_problem_too(tree: Tree) -> None:
     m["config_hash"] = "0" * 16
     edit(tree, "metrics.json", json.dumps(m))
     edit(tree, "summary.json", json.dumps(summary_of(m)))
-    assert run_problems(tree.artifacts(), "single")[0].startswith(
+    assert run_problems(read_run_files(tree.artifacts(), "single"))[0].startswith(
         "runs/single/metrics.json: config_hash: 0000"
     )
 
@@ -201,7 +202,7 @@ def test_a_record_that_contradicts_itself_is_a_problem_too(tree: Tree) -> None:
 def test_the_verdict_counts_every_problem(tree: Tree) -> None:
     edit(tree, "loss.csv", "x")
     edit(tree, "eval.csv", "x")
-    o = consistency(tree.artifacts())
+    o = consistency(read_consistency(tree.artifacts()))
     assert (o.status, o.measured, o.threshold) == ("fail", 2, THRESHOLD)
     assert o.message == (
         "runs/single/loss.csv differs from metrics.json's values; runs/single/eval.csv differs from metrics.json's "
@@ -211,7 +212,7 @@ def test_the_verdict_counts_every_problem(tree: Tree) -> None:
 
 def test_the_picture_marks_each_file(tree: Tree) -> None:
     edit(tree, "eval.csv", "x")
-    pic = consistency_picture(tree.artifacts(), {})
+    pic = consistency_picture(read_consistency(tree.artifacts()), {})
     row = "<tr class='{}'><td>runs/single/{}</td><td>{}</td></tr>"
     rows = [
         row.format("ok", "summary.json", "agrees"),
@@ -232,7 +233,7 @@ def test_the_picture_draws_every_run_that_ran(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setattr(artifact_table, "read", lambda kind, path: json.loads(Path(path).read_text()))
     t = Tree(tmp_path)
     write_run(t, "proc", metrics("proc", 2))
-    html = consistency_picture(t.artifacts(), {}).html
+    html = consistency_picture(read_consistency(t.artifacts()), {}).html
     assert html.count("runs/proc/") == 5 and "runs/single" not in html
 
 
@@ -240,7 +241,7 @@ def test_problems_of_every_run_are_counted(tree: Tree) -> None:
     write_run(tree, "proc", metrics("proc", 2))
     (tree.root / "runs/proc/loss.csv").write_text("x")
     edit(tree, "eval.csv", "x")
-    o = consistency(tree.artifacts())
+    o = consistency(read_consistency(tree.artifacts()))
     assert o.measured == 2 and "runs/single/eval.csv" in o.message and "runs/proc/loss.csv" in o.message
 
 
@@ -253,4 +254,4 @@ def test_non_finite_numbers_are_the_finite_gates_not_this_ones(tree: Tree) -> No
     (run / "summary.json").write_text(json.dumps(summary_of(m)))
     for name, text in csv_texts(m).items():
         (run / name).write_text(text)
-    assert run_problems(tree.artifacts(), "single") == []
+    assert run_problems(read_run_files(tree.artifacts(), "single")) == []

@@ -422,62 +422,66 @@ def test_every_failing_check_is_named_with_the_files_to_compare() -> None:
 # -- the gate entries: which records they compare, refusals and train mode first ----------------------
 
 
-@pytest.fixture()
-def records(monkeypatch):
-    """loss_match / launcher_parity over these records (run_metrics replaced: the reading is gates/reading/artifacts.py's)."""
-    from gates.judges import ddp
+def pair(runs: dict, problems: dict | None = None, describes: bool = False):
+    """The records gates/reading/runs.py reads for these runs, in this order (no tree)."""
+    from gates.reading.runs import Run, Runs
 
-    def use(runs: dict, refused=None):
-        seen = []
-        monkeypatch.setattr(ddp, "run_metrics", lambda a, run: runs[run])
-        monkeypatch.setattr(
-            ddp, "refuse", lambda a, pairs, threshold: seen.append((pairs, threshold)) or refused
-        )
-        return seen
-
-    return use
+    return Runs(tuple(Run(k, m, tuple((problems or {}).get(k, ()))) for k, m in runs.items()), describes)
 
 
-def test_loss_match_compares_the_launcher_with_single(records) -> None:
+def test_loss_match_compares_the_launcher_with_single() -> None:
     from gates.judges.ddp import loss_match
 
     s = run()
-    seen = records({"single": s, "thread": twin(s)})
-    o = loss_match(None, "thread", LOSS_MATCH)
+    o = loss_match(pair({"single": s, "thread": twin(s)}), LOSS_MATCH)
     assert o.status == "pass" and o.message.startswith(
         "world 2 vs 1: 4 steps consumed exactly the single rows"
     )
-    assert seen == [([("single", s), ("thread", twin(s))], 1e-3)]
+    assert o.threshold == tier_for(LOSS_MATCH, "cpu").describe(4)
     d = twin(s, eval_mode_steps=[1])
-    records({"single": s, "thread": d})
-    o = loss_match(None, "thread", LOSS_MATCH)
+    o = loss_match(pair({"single": s, "thread": d}), LOSS_MATCH)
     assert o.status == "fail" and o.message.startswith("model in eval mode at training steps 1 on thread")
     assert "The comparison itself: pass: world 2 vs 1" in o.message
+    d = twin(s)
+    d["train_loss"][2] = 3.0 * (1 + 2e-3)
+    o = loss_match(pair({"single": s, "proc": d}), LOSS_MATCH)  # the run's name is the records'
+    assert o.status == "fail" and "prefix: first step over 0.001: step 2 (single 3, proc 3.006" in o.message
 
 
-def test_a_refused_pair_is_the_verdict(records) -> None:
+def test_a_refused_pair_is_the_verdict() -> None:
     from gates.judges.ddp import launcher_parity, loss_match
-    from gates.judges.outcome import failed
 
-    no = failed(None, 1e-3, "not what params.yaml describes")
-    records({"single": run(), "thread": twin(run()), "proc": twin(run())}, refused=no)
-    assert loss_match(None, "thread", LOSS_MATCH) is no and launcher_parity(None, LOSS_MATCH, 5e-4) is no
+    bad = {"single": ["s bad"], "thread": ["t bad"], "proc": ["p bad"]}
+    d = twin(run())
+    d["train_loss"][0] = 9.0  # refused before any number is compared
+    o = loss_match(pair({"single": run(), "thread": d}, bad), LOSS_MATCH)
+    assert (o.status, o.measured, o.threshold) == ("fail", None, 1e-3)
+    assert o.message == (
+        "s bad; t bad. Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
+    )
+    o = launcher_parity(pair({"thread": run(world=2), "proc": d}, bad, describes=True), LOSS_MATCH, 5e-4)
+    assert (o.status, o.measured, o.threshold) == ("fail", None, 5e-4)
+    assert o.message == (
+        "t bad; p bad. Refusing to compare runs that are not what params.yaml describes: rerun them (dvc "
+        "repro) with this params.yaml"
+    )
 
 
-def test_launcher_parity_judges_proc_against_thread_with_its_own_bound(records) -> None:
+def test_launcher_parity_judges_proc_against_thread_with_its_own_bound() -> None:
     from gates.judges.ddp import launcher_parity
 
     thread = run(world=2, eval_mode_steps=[])
     proc = twin(thread)
     proc["train_loss"][2] = 3.0 * (1 + 7e-4)
-    seen = records({"thread": thread, "proc": proc})
-    o = launcher_parity(None, LOSS_MATCH, 5e-4)
+    o = launcher_parity(pair({"thread": thread, "proc": proc}), LOSS_MATCH, 5e-4)
     assert o.status == "fail" and "prefix: first step over 0.0005: step 2 (thread 3, proc 3.0021" in o.message
-    assert o.message.startswith("world 2 vs 2: ") and seen == [([("thread", thread), ("proc", proc)], 5e-4)]
+    assert o.message.startswith("world 2 vs 2: ")
     assert o.threshold == tier_for({**LOSS_MATCH, "max_rel": 5e-4}, "cpu").describe(4)
-    assert launcher_parity(None, LOSS_MATCH, 1e-3).status == "pass"
+    assert launcher_parity(pair({"thread": thread, "proc": proc}), LOSS_MATCH, 1e-3).status == "pass"
+    # proc against thread, whichever the records list first
+    assert launcher_parity(pair({"proc": proc, "thread": thread}), LOSS_MATCH, 5e-4).message == o.message
     proc["eval_mode_steps"] = [0]
-    assert launcher_parity(None, LOSS_MATCH, 1e-3).message.startswith(
+    assert launcher_parity(pair({"thread": thread, "proc": proc}), LOSS_MATCH, 1e-3).message.startswith(
         "model in eval mode at training steps 0 on proc"
     )
 

@@ -33,6 +33,7 @@ from gates.judges.ddp import (
     loss_match_picture,
     tier_for,
 )
+from gates.reading.runs import read_launcher_parity, read_loss_match
 from judge_trees import Tree
 from params.identity import config_identity
 
@@ -360,16 +361,16 @@ def test_loss_match_reads_single_and_the_launchers_run(tree: Tree) -> None:
     thread["train_loss"][1] *= 1.02
     write(tree, single=record(), thread=thread, proc=record("proc", 2))
     a = tree.artifacts()
-    o = loss_match(a, "thread", LOSS_MATCH)
+    o = loss_match(read_loss_match(a, "thread"), LOSS_MATCH)
     assert o.status == "fail" and o.message.startswith("world 2 vs 1: prefix: first step over 0.001: step 1 ")
     assert o.message.endswith(f"Next: {LOSS}; compare runs/single/loss.csv with runs/thread/loss.csv")
     assert sorted(a.read) == ["runs/single/metrics.json", "runs/thread/metrics.json"]
-    assert loss_match(tree.artifacts(), "proc", LOSS_MATCH).status == "pass"
+    assert loss_match(read_loss_match(tree.artifacts(), "proc"), LOSS_MATCH).status == "pass"
 
 
 def test_loss_match_refuses_a_record_that_contradicts_itself(tree: Tree) -> None:
     write(tree, single=record(), thread=record("thread", 2, steps=5))
-    o = loss_match(tree.artifacts(), "thread", LOSS_MATCH)
+    o = loss_match(read_loss_match(tree.artifacts(), "thread"), LOSS_MATCH)
     assert (o.status, o.measured, o.threshold) == ("fail", None, 1e-3)
     assert o.message.startswith("runs/thread/metrics.json: ") and o.message.endswith(
         ". Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
@@ -381,7 +382,7 @@ def test_loss_match_names_the_run_trained_in_eval_mode(tree: Tree, run: str) -> 
     runs = {"single": record(), "thread": record("thread", 2)}
     runs[run]["eval_mode_steps"] = [1, 2]
     write(tree, **runs)
-    o = loss_match(tree.artifacts(), "thread", LOSS_MATCH)
+    o = loss_match(read_loss_match(tree.artifacts(), "thread"), LOSS_MATCH)
     assert o.status == "fail" and o.message.startswith(f"model in eval mode at training steps 1..2 on {run} ")
     assert "The comparison itself: pass: world 2 vs 1: 4 steps consumed exactly the single rows" in o.message
 
@@ -391,13 +392,13 @@ def test_launcher_parity_reads_thread_and_proc(tree: Tree) -> None:
     proc["train_loss"][2] *= 1 + 7e-4
     write(tree, single=record(), thread=record("thread", 2), proc=proc)
     a = tree.artifacts()
-    o = launcher_parity(a, LOSS_MATCH, 5e-4)
+    o = launcher_parity(read_launcher_parity(a), LOSS_MATCH, 5e-4)
     assert o.status == "fail" and o.message.startswith(
         "world 2 vs 2: prefix: first step over 0.0005: step 2 (thread 3, proc 3.0021, rel 0.0007)"
     )
     assert o.message.endswith("; compare runs/thread/loss.csv with runs/proc/loss.csv")
     assert sorted(a.read) == ["runs/proc/metrics.json", "runs/thread/metrics.json"]
-    assert launcher_parity(tree.artifacts(), LOSS_MATCH, 1e-3).status == "pass"
+    assert launcher_parity(read_launcher_parity(tree.artifacts()), LOSS_MATCH, 1e-3).status == "pass"
 
 
 @pytest.mark.parametrize("run", ["thread", "proc"])
@@ -405,11 +406,11 @@ def test_launcher_parity_refuses_or_names_eval_mode(tree: Tree, run: str) -> Non
     runs = {"thread": record("thread", 2), "proc": record("proc", 2)}
     runs[run]["eval_mode_steps"] = [3]
     write(tree, **runs)
-    o = launcher_parity(tree.artifacts(), LOSS_MATCH, 5e-4)
+    o = launcher_parity(read_launcher_parity(tree.artifacts()), LOSS_MATCH, 5e-4)
     assert o.status == "fail" and o.message.startswith(f"model in eval mode at training steps 3 on {run} ")
     runs[run]["steps"] = 5
     write(tree, **runs)
-    o = launcher_parity(tree.artifacts(), LOSS_MATCH, 5e-4)
+    o = launcher_parity(read_launcher_parity(tree.artifacts()), LOSS_MATCH, 5e-4)
     assert (o.measured, o.threshold) == (None, 5e-4) and o.message.startswith(f"runs/{run}/metrics.json: ")
 
 
@@ -444,7 +445,7 @@ def test_the_gate_unit_is_the_recorded_text_and_runs_its_launcher(tree: Tree, la
     assert o.status == "fail" and o.message.startswith(
         "world 2 vs 1: end: final val 2.50000 vs single 2.00000"
     )
-    assert g.picture(tree.artifacts(), THRESHOLDS).caption.startswith(
+    assert g.draw(tree.artifacts(), THRESHOLDS).caption.startswith(
         "Relative difference of the training loss (dots) and eval loss (squares) per step over every step"
     )
     assert unit_text(LAUNCHER_PARITY) in recorded
@@ -460,7 +461,7 @@ def test_the_loss_match_picture_draws_the_tiers_prefix(tree: Tree, device: str, 
     thread = record("thread", 2, device=device)
     thread["train_loss"][1] *= 1.01
     write(tree, single=record(device=device), thread=thread)
-    pic = loss_match_picture(tree.artifacts(), THRESHOLDS, "thread")
+    pic = loss_match_picture(read_loss_match(tree.artifacts(), "thread"), THRESHOLDS)
     assert f"thread (world 2) vs single device: relative loss difference, {span}" in pic.html
     assert pic.caption == (
         f"Relative difference of the training loss (dots) and eval loss (squares) per step over {span} "
@@ -474,7 +475,7 @@ def test_the_loss_match_picture_of_an_agreeing_run_names_no_step(tree: Tree) -> 
     proc = record("proc", 2, device="cuda")
     proc["train_loss"][3] *= 1.01  # past the cuda tier's 2-step prefix: not drawn
     write(tree, single=record(device="cuda"), proc=proc)
-    pic = loss_match_picture(tree.artifacts(), THRESHOLDS, "proc")
+    pic = loss_match_picture(read_loss_match(tree.artifacts(), "proc"), THRESHOLDS)
     assert pic.caption.endswith("the final val loss (its message).")
     assert "max rel 0.001" in pic.html and "first over" not in pic.html
     assert ">|proc − single| / |single|<" in pic.html
@@ -492,7 +493,7 @@ def test_the_parity_picture_marks_the_judged_steps(tree: Tree, device: str, span
     proc = record("proc", 2, device=device)
     proc["train_loss"][3] *= 1 + 7e-4  # over launcher_parity's 5e-4, under loss_match's 1e-3
     write(tree, thread=record("thread", 2, device=device), proc=proc)
-    pic = launcher_parity_picture(tree.artifacts(), THRESHOLDS)
+    pic = launcher_parity_picture(read_launcher_parity(tree.artifacts()), THRESHOLDS)
     where = f" First step over: {bad}." if bad is not None else ""
     assert pic.caption == (
         "Top: both trajectories (loss in nats per token), judged steps over the limit marked ×. Bottom: "

@@ -23,6 +23,8 @@ from gates.judges import pictures, plots
 from gates.judges.gate import NoPicture, NothingMeasured, Picture, Unpaired
 from gates.judges.perf import perf_picture
 from gates.reading.artifacts import ArtifactError, NonFinite, StageNotRun
+from gates.reading.runs import Run
+from gates.reading.runs import Runs as RunRecords
 from registry import index
 from registry.store import RegistryError
 
@@ -189,13 +191,16 @@ def run(
     }
 
 
-def test_a_pair_of_the_same_config_and_length_is_returned_run_first(tmp_path: Path) -> None:
-    a = Runs(tmp_path, {"single": run(train=[1.0, 2.0]), "thread": run(train=[1.0, 2.5])})
-    got, ref = pictures.metrics_pair(a, "thread", "single")
-    assert got is a.runs["thread"] and ref is a.runs["single"]
-    assert [r for r, _, _ in a.read] == ["runs/single/metrics.json", "runs/thread/metrics.json"]
-    assert [(s, st) for _, s, st in a.read] == [("metrics.schema.json", "train_single"),
-                                                ("metrics.schema.json", "train@thread")]  # fmt: skip
+def records(runs: dict[str, dict]) -> RunRecords:
+    """The gate's records of these runs (gates/reading/runs.py), in this order."""
+    return RunRecords(tuple(Run(name, m) for name, m in runs.items()))
+
+
+def test_a_pair_of_the_same_config_and_length_is_returned_run_first() -> None:
+    single, thread = run(train=[1.0, 2.0]), run(train=[1.0, 2.5])
+    for r in (records({"single": single, "thread": thread}), records({"thread": thread, "single": single})):
+        got, ref = pictures.metrics_pair(r, "thread", "single")
+        assert got is thread and ref is single
 
 
 UNPAIRED = {
@@ -210,7 +215,7 @@ def test_a_pair_differing_in_config_or_length_is_unpaired_with_both_trajectories
     tmp_path: Path, drawn, why: str
 ) -> None:
     got, numbers = UNPAIRED[why]
-    a = Runs(tmp_path, {"single": run("cfgA"), "proc": got})
+    a = records({"single": run("cfgA"), "proc": got})
     with pytest.raises(Unpaired) as e:
         pictures.metrics_pair(a, "proc", "single")
     caption = (
@@ -233,7 +238,7 @@ def test_a_pair_differing_in_config_or_length_is_unpaired_with_both_trajectories
 
 
 def test_draw_returns_the_unpaired_picture(tmp_path: Path, drawn) -> None:
-    a = Runs(tmp_path, {"single": run("cfgA"), "thread": run("cfgB")})
+    a = records({"single": run("cfgA"), "thread": run("cfgB")})
     gate = Drawer(lambda a, t: pictures.metrics_pair(a, "thread", "single"))
     pic = pictures.draw(gate, a, {})
     assert pic.html == "<svg/>" and pic.caption.startswith("Training loss of runs/thread and runs/single")

@@ -21,13 +21,16 @@ from test_judge_training_entry import full
 from conftest import PARAMS
 from gates.judges import pilot, plots
 from gates.judges.ddp import Check
-from gates.judges.pilot import cell_gate, cell_unit, feature_checks, launcher_checks, records, shape_problems
+from gates.judges.pilot import cell_gate, cell_unit, feature_checks, launcher_checks
 from gates.reading import expect
+from gates.reading.runs import pilot_index as records
+from gates.reading.runs import pilot_metrics, read_pilot
+from gates.reading.runs import pilot_shape_problems as shape_problems
 from judge_trees import Tree
 from params.cadence import eval_steps
 from params.config import load_params
 from params.identity import config_identity
-from params.pilot_cells import CELLS, cell_params
+from params.pilot_cells import CELLS, cell_params, eval_identity
 
 CPU = load_params(str(PARAMS), ["profile=cpu"])
 T = {
@@ -87,7 +90,7 @@ def cells(*names: str) -> dict[tuple[str, str], Any]:
 
 
 def gate(root: Path, runs: dict[tuple[str, str], Any], cell: str, t: Any = T, params: Any = CPU):
-    return cell_gate(tree_of(root, runs, params).artifacts(), cell, t)
+    return cell_gate(read_pilot(tree_of(root, runs, params).artifacts(), {"pilot": t}, cell), t)
 
 
 # -- the shape of a run ----------------------------------------------------------------------------------
@@ -151,7 +154,7 @@ def test_records_are_read_from_the_index_and_an_absent_one_is_none(tmp_path: Pat
         ("dropout", "single"): None,
         ("dropout", "proc"): None,
     }
-    assert pilot.read(a, "base", "single")["world"] == 1
+    assert pilot_metrics(a, "base", "single")["world"] == 1
 
 
 # -- the verdict of a cell -------------------------------------------------------------------------------
@@ -278,17 +281,17 @@ def by_name(checks: list[Check]) -> dict[str, bool]:
 
 def test_launcher_checks_per_launcher_and_cell() -> None:
     runs = cells("base", "resume", "dropout")
-    checks, worst = launcher_checks(CPU, "base", "single", runs, T)
+    checks, worst = launcher_checks(eval_identity(CPU, "base"), "base", "single", runs, T)
     assert checks == [Check("train mode", True, "every step trained in train mode")] and worst == 0.0
-    checks, worst = launcher_checks(CPU, "resume", "thread", runs, T)
+    checks, worst = launcher_checks(eval_identity(CPU, "resume"), "resume", "thread", runs, T)
     assert by_name(checks) == {"train mode": True, "vs single": True, "vs base: bitwise": True,
                                "vs base: eval at step 0": True}  # fmt: skip
     assert checks[2].detail == "bitwise equal: 6 losses, grad norms, evals, parameters"
-    checks, _ = launcher_checks(CPU, "dropout", "proc", runs, T)
+    checks, _ = launcher_checks(eval_identity(CPU, "dropout"), "dropout", "proc", runs, T)
     assert [c.name for c in checks] == ["train mode", "vs single", "vs base: samples", "vs base: masks drawn",
                                         "vs base: effect", "vs base: eval at step 0"]  # fmt: skip
     runs["resume", "thread"]["train_loss"][4] = 9.0
-    checks, worst = launcher_checks(CPU, "resume", "thread", runs, T)
+    checks, worst = launcher_checks(eval_identity(CPU, "resume"), "resume", "thread", runs, T)
     assert by_name(checks) == {"train mode": True, "vs single": False, "vs base: bitwise": False,
                                "vs base: eval at step 0": True}  # fmt: skip
     assert worst == pytest.approx(abs(9.0 - 3.6) / 3.6)
@@ -342,7 +345,7 @@ def test_each_cell_is_a_gate_that_judges_with_the_pilot_thresholds(tmp_path: Pat
     )
     assert g.takes == ("pilot",)
     a = tree_of(tmp_path, cells("base")).artifacts()
-    assert cell_unit("base").run(a, {"pilot": T}) == cell_gate(a, "base", T)
+    assert cell_unit("base").run(a, {"pilot": T}) == cell_gate(read_pilot(a, {"pilot": T}, "base"), T)
     assert (
         cell_unit("base").run(a, {}).message
         == "params.yaml gates.pilot: missing: no thresholds for the pilot gates"
@@ -355,9 +358,7 @@ def test_each_cell_is_a_gate_that_judges_with_the_pilot_thresholds(tmp_path: Pat
 def picture(
     root: Path, runs: dict[tuple[str, str], Any], cell: str, max_rel: float = 1e-3, params: Any = CPU
 ):
-    return cell_unit(cell).picture(
-        tree_of(root, runs, params).artifacts(), {"pilot": {**T, "max_rel": max_rel}}
-    )
+    return cell_unit(cell).draw(tree_of(root, runs, params).artifacts(), {"pilot": {**T, "max_rel": max_rel}})
 
 
 def test_a_cell_not_run_on_the_profile_names_where_it_runs(tmp_path: Path, drawn) -> None:
@@ -505,22 +506,22 @@ def test_feature_checks_name_the_run_and_its_reference() -> None:
 def test_launcher_checks_name_the_run_and_hand_it_the_cells_tier() -> None:
     runs = cells("base", "resume", "dropout")
     del runs["base", "thread"]["eval_mode_steps"]
-    assert launcher_checks(CPU, "base", "thread", runs, T)[0][0] == Check(
+    assert launcher_checks(eval_identity(CPU, "base"), "base", "thread", runs, T)[0][0] == Check(
         "train mode",
         False,
         "runs/pilot/base/thread/metrics.json: eval_mode_steps missing: xtrain's trainer records the steps it "
         "trained in eval mode; a run without them was written by an older trainer: rerun it",
     )
     runs["base", "thread"]["device"] = "cuda"  # no cuda tier: vs single fails, nothing measured
-    checks, worst = launcher_checks(CPU, "base", "thread", runs, T)
+    checks, worst = launcher_checks(eval_identity(CPU, "base"), "base", "thread", runs, T)
     assert worst == 0.0 and not checks[1].ok
     runs["base", "thread"]["device"] = "cpu"
     runs["base", "proc"]["eval_mode_steps"] = [1, 2]
-    assert launcher_checks(CPU, "base", "proc", runs, T)[0][0].detail == (
+    assert launcher_checks(eval_identity(CPU, "base"), "base", "proc", runs, T)[0][0].detail == (
         "model in eval mode at training steps 1..2 on proc (dropout would be silently off: the seed's T21)"
     )
     runs["base", "thread"]["samples"]["count"][0] = 9  # samples differ: no measured rel
-    checks, worst = launcher_checks(CPU, "base", "thread", runs, T)
+    checks, worst = launcher_checks(eval_identity(CPU, "base"), "base", "thread", runs, T)
     assert worst == 0.0 and checks[1] == Check(
         "vs single",
         False,
@@ -531,27 +532,27 @@ def test_launcher_checks_name_the_run_and_hand_it_the_cells_tier() -> None:
         "docs/ddp-gate.md; compare runs/single/loss.csv with runs/pilot/base/thread/loss.csv",
     )
     del runs["dropout", "single"]
-    checks, _ = launcher_checks(CPU, "dropout", "thread", runs, T)
+    checks, _ = launcher_checks(eval_identity(CPU, "dropout"), "dropout", "thread", runs, T)
     assert checks[1] == Check("vs single", False, "not judged: the cell's single-device run crashed")
     del runs["base", "proc"]
-    checks, _ = launcher_checks(CPU, "dropout", "proc", runs, T)
+    checks, _ = launcher_checks(eval_identity(CPU, "dropout"), "dropout", "proc", runs, T)
     assert checks[-1] == Check(
         "vs base", False, "not judged: cell base's proc run crashed (pilot.base names it)"
     )
     runs["resume", "thread"]["eval"][0]["loss"] = 9.0
-    assert launcher_checks(CPU, "resume", "thread", runs, T)[0][-1].detail.startswith(
-        "val loss 9.0 vs base 4.5"
-    )
+    assert launcher_checks(eval_identity(CPU, "resume"), "resume", "thread", runs, T)[0][
+        -1
+    ].detail.startswith("val loss 9.0 vs base 4.5")
     # the cell's own bounds (gates.pilot.cells): 1 % off single passes under dropout's max_rel 0.05 only
     runs = cells("base", "dropout")
     runs["dropout", "proc"]["train_loss"][3] *= 1.01
     t = {**T, "cells": {"dropout": {"cpu": {"max_rel": 0.05}}}}
-    checks, worst = launcher_checks(CPU, "dropout", "proc", runs, t)
+    checks, worst = launcher_checks(eval_identity(CPU, "dropout"), "dropout", "proc", runs, t)
     assert checks[1].ok and worst == pytest.approx(0.01)
-    assert not launcher_checks(CPU, "dropout", "proc", runs, T)[0][1].ok
+    assert not launcher_checks(eval_identity(CPU, "dropout"), "dropout", "proc", runs, T)[0][1].ok
     ga = cells("grad_accum")
     ga["grad_accum", "single"]["train_loss"][3] *= 1.01
-    checks, _ = launcher_checks(CPU, "grad_accum", "single", {**runs, **ga}, T)
+    checks, _ = launcher_checks(eval_identity(CPU, "grad_accum"), "grad_accum", "single", {**runs, **ga}, T)
     assert checks[4].detail.startswith("first step over 0.001: step 3 (base 3.7, grad_accum/single 3.737")
 
 
@@ -559,7 +560,7 @@ def test_the_gate_needs_params_and_a_cell_with_every_run_crashed_measures_0(tmp_
     a = tree_of(tmp_path, cells("base")).artifacts()
     a.params = None
     with pytest.raises(AssertionError, match=r"^the gates need the resolved params$"):
-        cell_gate(a, "base", T)
+        read_pilot(a, {"pilot": T}, "base")
     crash = {"status": "failed", "rank": 0, "error": "x"}
     o = gate(tmp_path / "c", {("base", x): crash for x in WORLD}, "base")
     assert (o.status, o.measured) == ("fail", 0.0)

@@ -2,8 +2,8 @@
 
 What a run's record must be before any gate compares it (expect: identity, shape, evals, world, and
 params.yaml where it describes runs), the train-mode rule (T21), and the cross_rank and finite
-verdicts, on hand-made records. cross_rank and finite read through run_metrics: replaced here by the
-record under test (the reading itself is gates/reading/artifacts.py's, tested on the gate tree).
+verdicts, on hand-made records: the judges take the records gates/reading/runs.py reads (built here
+by hand, no tree; the reading itself is tested on the gate tree, test_judge_training_entry.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from gates.judges.training import (
 )
 from gates.reading import expect
 from gates.reading.artifacts import NonFinite, StageNotRun
+from gates.reading.runs import Checked, FiniteRecords, Run, Runs
 from params.config import load_params
 from params.identity import config_identity
 
@@ -142,17 +143,28 @@ def test_refuse_names_every_problem_and_whose_truth_it_is(monkeypatch) -> None:
     )
 
 
+def test_refuse_holds_the_runs_to_the_params_it_reads() -> None:
+    params = load_params(str(PARAMS), ["profile=cpu"])
+    other = pipeline_record(params, "thread")  # true to itself, of another learning rate
+    other["config"]["train"]["lr"] = 1.0
+    other["config_hash"] = config_identity(other["config"])
+    assert refuse(Tree(), [("thread", other)], 1e-6) is None
+    o = refuse(Tree(params), [("thread", other)], 1e-6)
+    assert o.message.startswith(
+        f"runs/thread/metrics.json: config_hash {other['config_hash']}, params.yaml gives"
+    )
+
+
 # -- cross_rank -------------------------------------------------------------------------------------------
 
 
 @pytest.fixture()
-def judged(monkeypatch):
-    """cross_rank(a, run, max_abs) on this record (run_metrics and refuse replaced)."""
+def judged():
+    """cross_rank on this record, read with these problems (no tree)."""
 
-    def judge(m: dict, max_abs: float = 1e-6, params: FakeParams | None = None, refused=None) -> Outcome:
-        monkeypatch.setattr(training, "run_metrics", lambda a, run: m)
-        monkeypatch.setattr(training, "refuse", lambda a, runs, threshold: refused)
-        return cross_rank(Tree(params), m["launcher"], max_abs)
+    def judge(m: dict, max_abs: float = 1e-6, params: FakeParams | None = None, problems=()) -> Outcome:
+        described = params is not None and params.describes_runs
+        return cross_rank(Runs((Run(m["launcher"], m, tuple(problems)),), described), max_abs)
 
     return judge
 
@@ -168,8 +180,19 @@ def test_ranks_that_agree_pass(judged) -> None:
 
 
 def test_a_refused_record_is_the_verdict(judged) -> None:
-    no = Outcome("fail", None, 1e-6, "refused")
-    assert judged(record(), refused=no) is no
+    m = record(world=3)
+    m["cross_rank"]["per_rank"][2]["max_abs_diff"] = 1.0  # refused before any rank is judged
+    o = judged(m, problems=["a", "b"])
+    assert (o.status, o.measured, o.threshold) == ("fail", None, 1e-6)
+    assert (
+        o.message
+        == "a; b. Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
+    )
+    o = judged(m, params=FakeParams(True), problems=["a"])
+    assert o.message == (
+        "a. Refusing to compare runs that are not what params.yaml describes: rerun them (dvc repro) with "
+        "this params.yaml"
+    )
 
 
 def test_a_rank_beyond_the_bound_fails_naming_it_and_every_sum(judged) -> None:
@@ -232,15 +255,16 @@ def test_one_rank_is_a_skip(judged, params, why: str) -> None:
 
 
 def finite_of(monkeypatch, outcomes: dict, params: FakeParams | None = None, problems=None) -> Outcome:
-    def metrics(a, run):
-        got = outcomes[run]
-        if isinstance(got, Exception):
-            raise got
-        return got
-
-    monkeypatch.setattr(training, "run_metrics", metrics)
-    monkeypatch.setattr(expect, "run_problems", lambda p, run, m: (problems or {}).get(run, []))
-    return finite(Tree(params))
+    """finite on the records read_finite makes of these reading outcomes (a record, or what reading raised)."""
+    checked, not_run = [], {}
+    for run, got in outcomes.items():
+        if isinstance(got, StageNotRun):
+            not_run[run] = str(got)
+        elif isinstance(got, NonFinite):
+            checked.append(Checked(run, str(got)))
+        else:
+            checked.append(Checked(run, None, tuple((problems or {}).get(run, []))))
+    return finite(FiniteRecords(tuple(checked), not_run, params is not None and params.describes_runs))
 
 
 def test_finite_passes_naming_the_runs_it_checked(monkeypatch) -> None:

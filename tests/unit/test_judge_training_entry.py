@@ -1,7 +1,7 @@
 """gates/judges/training.py's entry points under mutation (docs/judge-mutation.md): cross_rank, finite
 and the cross_rank gates on real, torch-free artifact trees, and the two pictures (read from the figure).
 
-tests/unit/test_judge_training.py judges hand-made records with the reading replaced; here each run is a
+tests/unit/test_judge_training.py judges hand-made records, no tree; here each run is a
 metrics.json valid against metrics.schema.json, recorded in dvc.lock under its launcher's stage, and
 read through Artifacts: the schema, the stage, NaN refusal and params.yaml are the real ones.
 """
@@ -18,22 +18,21 @@ from matplotlib.colors import to_rgba
 from test_judge_training import FakeParams, pipeline_record, record
 
 from conftest import PARAMS
-from gates.judges import plots, training
+from gates.judges import plots
 from gates.judges.outcome import passed
 from gates.judges.training import (
     FINITE,
     cross_rank,
     cross_rank_gate,
     cross_rank_picture,
-    describes_runs,
     finite,
     finite_picture,
     non_finite_steps,
-    run_metrics,
     train_mode_unrecorded,
     with_train_mode,
 )
 from gates.reading.artifacts import ArtifactError, NonFinite, StageNotRun
+from gates.reading.runs import describes_runs, read_cross_rank, read_finite, read_finite_picture, run_metrics
 from judge_trees import Tree
 from params.config import load_params
 from params.identity import config_identity
@@ -76,7 +75,9 @@ def ranks(m: dict[str, Any], *rows: tuple[float, float]) -> dict[str, Any]:
 
 
 def judge(root: Path, m: dict[str, Any], max_abs: float = 1e-6, params: Any = None):
-    return cross_rank(tree_of(root, {m["launcher"]: m}, params).artifacts(), m["launcher"], max_abs)
+    return cross_rank(
+        read_cross_rank(tree_of(root, {m["launcher"]: m}, params).artifacts(), m["launcher"]), max_abs
+    )
 
 
 # -- the reading ------------------------------------------------------------------------------------------
@@ -104,9 +105,9 @@ def test_a_record_is_validated_against_the_metrics_schema(tmp_path: Path) -> Non
 
 
 def test_describes_runs_only_for_a_params_yaml_that_does() -> None:
-    assert describes_runs(Tree(Path("."), params=FakeParams(True)))
-    assert not describes_runs(Tree(Path("."), params=FakeParams(False)))
-    assert not describes_runs(Tree(Path("."), params=None))
+    assert describes_runs(FakeParams(True))
+    assert not describes_runs(FakeParams(False))
+    assert not describes_runs(None)
 
 
 # -- cross_rank on a real tree ---------------------------------------------------------------------------------
@@ -214,17 +215,17 @@ def three_runs() -> dict[str, dict[str, Any]]:
 
 def test_finite_passes_over_the_runs_that_ran(tmp_path: Path) -> None:
     runs = three_runs()
-    o = finite(tree_of(tmp_path, runs).artifacts())
+    o = finite(read_finite(tree_of(tmp_path, runs).artifacts()))
     assert (o.status, o.measured, o.threshold) == ("pass", 0, 0)
     assert o.message == "every number is finite in runs single, thread, proc, shaped as their own configs say"
     del runs["thread"]
-    o = finite(tree_of(tmp_path / "two", runs).artifacts())
+    o = finite(read_finite(tree_of(tmp_path / "two", runs).artifacts()))
     assert o.message == "every number is finite in runs single, proc, shaped as their own configs say"
     assert FINITE.run(tree_of(tmp_path / "g", runs).artifacts(), {}).message == o.message
 
 
 def test_finite_without_a_run_is_a_skip(tmp_path: Path) -> None:
-    o = finite(tree_of(tmp_path, {}).artifacts())
+    o = finite(read_finite(tree_of(tmp_path, {}).artifacts()))
     assert (o.status, o.measured, o.threshold, o.message) == ("skip", None, None, "no training stage has run")
 
 
@@ -234,7 +235,7 @@ def test_a_nan_fails_finite_and_the_other_runs_are_still_checked(tmp_path: Path)
         '"train_loss": [4.0, 3.5, 3.0, 2.5]', '"train_loss": [4.0, 3.5, 3.0, NaN]'
     )
     runs["proc"]["steps"] = 5  # misshapen: 4 values for 5 steps
-    o = finite(tree_of(tmp_path, runs, raw=text).artifacts())
+    o = finite(read_finite(tree_of(tmp_path, runs, raw=text).artifacts()))
     assert (o.status, o.measured, o.threshold) == ("fail", 2, 0)
     assert o.message.startswith(
         "runs/single/metrics.json: train_loss[3] = nan; runs/proc/metrics.json: steps 5"
@@ -243,27 +244,29 @@ def test_a_nan_fails_finite_and_the_other_runs_are_still_checked(tmp_path: Path)
         "Next: the first non-finite step (lower the learning rate, check the data and precision), or rerun a "
         "run that does not match its own record"
     )
-    only_nan = finite(tree_of(tmp_path / "nan", {"single": runs["single"]}, raw=text).artifacts())
+    only_nan = finite(
+        read_finite(tree_of(tmp_path / "nan", {"single": runs["single"]}, raw=text).artifacts())
+    )
     assert (only_nan.status, only_nan.measured) == ("fail", 1)
 
 
 def test_finite_names_params_yaml_where_it_describes_the_runs(tmp_path: Path) -> None:
     params = load_params(str(PARAMS), ["profile=cpu"])
     m = pipeline_record(params, "thread")
-    o = finite(tree_of(tmp_path, {"thread": m}, params).artifacts())
+    o = finite(read_finite(tree_of(tmp_path, {"thread": m}, params).artifacts()))
     assert o.message == "every number is finite in runs thread, shaped as params.yaml says"
     m["steps"] += 1
-    o = finite(tree_of(tmp_path / "b", {"thread": m}, params).artifacts())
+    o = finite(read_finite(tree_of(tmp_path / "b", {"thread": m}, params).artifacts()))
     assert o.status == "fail" and o.message.endswith("or rerun a run that does not match params.yaml")
     other = pipeline_record(params, "thread")  # a record true to itself, of another learning rate
     other["config"]["train"]["lr"] = 1.0
     other["config_hash"] = config_identity(other["config"])
-    o = finite(tree_of(tmp_path / "c", {"thread": other}, params).artifacts())
+    o = finite(read_finite(tree_of(tmp_path / "c", {"thread": other}, params).artifacts()))
     assert (o.status, o.measured) == ("fail", 1)
     assert o.message.startswith(
         f"runs/thread/metrics.json: config_hash {other['config_hash']}, params.yaml gives"
     )
-    assert finite(tree_of(tmp_path / "d", {"thread": other}).artifacts()).status == "pass"
+    assert finite(read_finite(tree_of(tmp_path / "d", {"thread": other}).artifacts())).status == "pass"
 
 
 # -- train mode: which runs could not say ------------------------------------------------------------------
@@ -315,7 +318,7 @@ def test_the_cross_rank_picture_draws_one_bar_per_rank_in_rank_order(tmp_path: P
     m = ranks(record(launcher="proc"), (0.0, 1.0), (2e-6, 1.0), (5e-7, 1.0))
     m["cross_rank"]["per_rank"].reverse()
     a = tree_of(tmp_path, {"proc": m}).artifacts()
-    pic = cross_rank_gate("proc").picture(a, {"cross_rank": {"max_abs": 1e-6}})
+    pic = cross_rank_gate("proc").draw(a, {"cross_rank": {"max_abs": 1e-6}})
     assert pic.html == "<svg/>"
     assert pic.caption == (
         "Largest absolute parameter difference between each rank and rank 0 (parameter units, log scale; 0 "
@@ -335,7 +338,7 @@ def test_the_cross_rank_picture_draws_one_bar_per_rank_in_rank_order(tmp_path: P
     assert ax.get_legend().get_texts()[0].get_text() == "limit 1e-06"
     assert ax.get_ylabel() == "max |p_rank − p_0|"
     assert ax.get_title() == "runs/proc: parameter difference from rank 0 after the last step"
-    assert cross_rank_picture(a, {"cross_rank": {"max_abs": 3e-6}}, "proc").caption.endswith(
+    assert cross_rank_picture(read_cross_rank(a, "proc"), {"cross_rank": {"max_abs": 3e-6}}).caption.endswith(
         "dashed line (3e-06) and at least two ranks."
     )
 
@@ -355,7 +358,7 @@ def test_the_finite_picture_marks_every_non_finite_step(tmp_path: Path, drawn) -
         .replace('{"step": 2, "loss": 3.5}', '{"step": 2, "loss": NaN}')
         .replace('{"step": 0, "loss": 4.5}', '{"step": 1, "loss": Infinity}')
     )
-    pic = finite_picture(tree_of(tmp_path, runs, raw=text).artifacts(), {})
+    pic = finite_picture(read_finite_picture(tree_of(tmp_path, runs, raw=text).artifacts()), {})
     assert pic.html == "<svg/>"
     assert pic.caption == (
         "Training loss and gradient norm of every run (single, proc); a red vertical line marks each step with "
@@ -385,11 +388,11 @@ def test_the_finite_picture_without_a_run_draws_nothing(tmp_path: Path, drawn) -
     from gates.judges.gate import NothingMeasured
 
     with pytest.raises(NothingMeasured, match=r"^no training stage has run$"):
-        FINITE.picture(tree_of(tmp_path, {}).artifacts(), {})
+        FINITE.draw(tree_of(tmp_path, {}).artifacts(), {})
 
 
 def test_finite_still_refuses_what_the_picture_draws(tmp_path: Path) -> None:
     text = json.dumps(full(record(world=1, launcher="single"))).replace('"lr": [0.1', '"lr": [NaN')
     a = tree_of(tmp_path, {"single": record(world=1, launcher="single")}, raw=text).artifacts()
     with pytest.raises(NonFinite, match=r"^runs/single/metrics\.json: lr\[0\] = nan$"):
-        training.run_metrics(a, "single")
+        run_metrics(a, "single")
