@@ -14,20 +14,25 @@ from pathlib import Path
 import pytest
 
 from contracts.fileio import md5_file
-from gates.judges.export_md5 import (
-    GATE,
-    export_md5,
-    export_md5_picture,
-    export_problems,
-    pinned_problems,
-    registry_of,
-)
-from gates.judges.gate import NoPicture
-from gates.reading.artifacts import ArtifactError
+from gates.judges.export_md5 import GATE
+from gates.judges.gate import NoPicture, Picture
+from gates.judges.outcome import Outcome
+from gates.reading.artifacts import ArtifactError, Artifacts
+from gates.reading.exports import export_problems
+from gates.reading.registry_records import pinned_problems, registry_of
 from judge_trees import PINNED_FILES, Tree, bless, make_registry, reindex, write_export
 from registry import index
 
 SOURCE = "c" * 32
+
+
+def export_md5(a: Artifacts) -> Outcome:
+    """The gate on a tree: read (gates/reading/exports.py), then judged."""
+    return GATE.run(a, {})
+
+
+def export_md5_picture(a: Artifacts, t: dict) -> Picture:
+    return GATE.draw(a, t)
 
 
 def build(tmp_path: Path, dtype: str = "fp32", blessed_dtype: str = "fp32") -> Tree:
