@@ -90,9 +90,10 @@ class Weights:
 
     @classmethod
     def of(cls, m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None) -> Weights:
-        if files is not None and "export" in g:
-            checks = compare_files(g["export"]["files"], files)
-            return cls("export files", [c.name for c in checks if not c.ok], len(checks))
+        if files is not None and "export" in g:  # every name either side holds, its two md5s compared
+            want = g["export"]["files"]
+            names = sorted(set(want) | set(files))
+            return cls("export files", [n for n in names if want.get(n) != files.get(n)], len(names))
         if "run" in g:
             same = g["run"]["param_digest"] == m["param_digest"]
             return cls("parameter digest", [] if same else ["param_digest"], 1)
