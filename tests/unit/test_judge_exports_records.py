@@ -17,6 +17,7 @@ import pytest
 from test_judge_perf_entry import ENV, PROFILE, THRESHOLDS, metrics, stage
 
 from gates.judges import closed_loop, export_gguf, export_md5, fresh_train, perf
+from gates.judges.gate import NothingMeasured
 from gates.reading.artifacts import ArtifactError
 from gates.reading.exports import (
     ClosedLoopRecords,
@@ -267,6 +268,18 @@ def test_perf_refuses_a_baseline_whose_ranks_are_not_its_world() -> None:
     assert str(e.value).startswith(
         f"registry/baselines/{ENV}/v4.json: stages.single.perf.peak_memory.per_rank: 0 ranks for world 1"
     )
+
+
+def test_perf_pictures_draw_the_records_stages_and_say_the_registrys_problem() -> None:
+    with pytest.raises(NothingMeasured, match=r"^no training stage has run$"):
+        perf._perf_stages(PerfRecords({}, ("single: not run",)))
+    runs = {"single": metrics("single")}
+    assert perf._perf_stages(PerfRecords(runs, ())) == (runs, None)
+    assert perf._perf_stages(PerfRecords(runs, (), base(single=stage("single")))) == (
+        runs, {"single": stage("single")}
+    )  # fmt: skip
+    with pytest.raises(ArtifactError, match=r"^registry/baselines: bad$"):
+        perf._perf_stages(PerfRecords(runs, (), baseline_problem="registry/baselines: bad"))
 
 
 # -- the house rule: a judge given records opens no file ---------------------------------------------------

@@ -604,3 +604,23 @@ def test_the_approximate_tier_failing_on_steps_alone_names_no_val_loss() -> None
         "final weights not compared; first step out: 1 (golden 3.5, run 3.6). A real change of the numbers "
         "(lr, init, data order), not machine noise: compare runs/single/loss.csv with the golden's values"
     )
+
+
+def test_a_refused_run_is_read_no_further_but_drawn_against_its_golden(
+    tree: Tree, drawn: dict[str, list]
+) -> None:
+    """The verdict's reading stops at a refusal (the export and the registry unread, as the gate did
+    before it read first); the picture's reading goes on: a refused run is drawn against its golden."""
+    md5 = add_export(tree)
+    write_run(tree, metrics(config_hash="f" * 16))
+    make_golden(reg_of(tree), "cpu-own", config_hash="f" * 16, files=md5)
+    a = tree.artifacts()
+    r = read_fresh_train(a, {})
+    assert r.refused and r.refused[0].startswith("runs/single/metrics.json: config_hash: ffff")
+    assert (r.describes_runs, r.files, r.own_project, r.choice) == (False, None, False, None)
+    assert list(a.read) == ["runs/single/metrics.json"]
+    p = exports.read_fresh_train_picture(tree.artifacts(), {})
+    assert p.refused == r.refused and p.files == md5
+    assert (p.choice.golden.name, p.choice.rel) == ("cpu-own v1", "registry/goldens/cpu-own/v1.json")
+    pic = fresh_train_picture(tree.artifacts(), T)
+    assert drawn["overlay"] and pic.caption.endswith("0 of 4 steps differ.")
