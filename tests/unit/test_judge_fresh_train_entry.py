@@ -624,3 +624,13 @@ def test_a_refused_run_is_read_no_further_but_drawn_against_its_golden(
     assert (p.choice.golden.name, p.choice.rel) == ("cpu-own v1", "registry/goldens/cpu-own/v1.json")
     pic = fresh_train_picture(tree.artifacts(), T)
     assert drawn["overlay"] and pic.caption.endswith("0 of 4 steps differ.")
+
+
+def test_the_reader_takes_params_for_a_project_of_its_own(tree: Tree) -> None:
+    tree.params = Params({"gates": {}}, "params.yaml", ("fresh_train",))
+    r = read_fresh_train(tree.artifacts(), {})
+    assert (r.refused, r.describes_runs, r.own_project, r.files) == ((), False, True, None)
+    assert r.run == metrics() and fresh_train(tree.artifacts(), POLICY).status == "skip"
+    write_run(tree, metrics(config_hash="f" * 16))
+    refused = read_fresh_train(tree.artifacts(), {})
+    assert refused.run["config_hash"] == "f" * 16 and refused.describes_runs is False
