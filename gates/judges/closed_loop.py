@@ -14,9 +14,8 @@ from typing import Any
 
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, passed
-from gates.reading.artifacts import Artifacts
+from gates.reading.exports import ClosedLoopRecords, read_closed_loop, read_closed_loop_picture
 
-MANIFEST = "manifest.json"
 # compute dtype per engine: None = the export's dtype (transformers runs it as exported);
 # ONNX Runtime always computes in fp32 (xtrain/export/onnx_engine.py), so the fp32 tolerance applies.
 ENGINES: dict[str, str | None] = {"transformers": None, "onnxruntime": "fp32"}
@@ -83,11 +82,9 @@ def judge_files(r: dict[str, Any], manifest: dict[str, Any], files: dict[str, st
     return out
 
 
-def closed_loop(a: Artifacts) -> Outcome:
-    r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
-    manifest = a.json(f"exports/fresh/{MANIFEST}", "manifest.schema.json", "export")
-    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
-    cl = a.params["closed_loop"]  # the resolved params the check was given (--params), like every gate
+def closed_loop(rec: ClosedLoopRecords) -> Outcome:
+    r, manifest, files = rec.report, rec.export.manifest, rec.export.files
+    cl = rec.params  # the resolved params' closed_loop section
     atol = {"fp32": cl["logits_atol_fp32"], "bf16": cl["logits_atol_bf16"]}
     problems = judge_files(r, manifest, files)
     tols, diffs = {}, []
@@ -143,10 +140,10 @@ def _token_matrix(ax: Any, samples: list[dict[str, Any]], engine: str) -> None:
     ax.set_title(f"greedy tokens: ours vs {engine}")
 
 
-def closed_loop_picture(a: Artifacts, t: Thresholds) -> Picture:
+def closed_loop_picture(rec: ClosedLoopRecords, t: Thresholds) -> Picture:
     from gates.judges import plots
 
-    r = a.json("reports/closed_loop.json", "closed_loop.schema.json", "closed_loop")
+    r = rec.report
     engines = sorted(r["engines"])
     fig, axes = plots.figure(len(engines), 2, height=2.6 * len(engines))
     limits = []
@@ -155,7 +152,7 @@ def closed_loop_picture(a: Artifacts, t: Thresholds) -> Picture:
         c, n = e["check"], e["negative_control"]
         if not c["samples"]:
             raise NoPicture(f"reports/closed_loop.json: {engine} has no samples")
-        atol = a.params["closed_loop"][f"logits_atol_{e['compute_dtype']}"] if a.params else c["logits_atol"]
+        atol = rec.params[f"logits_atol_{e['compute_dtype']}"] if rec.params is not None else c["logits_atol"]
         limits.append(f"{engine} {atol:g}")
         left, right = axes[2 * row], axes[2 * row + 1]
         names = [str(i) for i in range(len(c["samples"]))] + ["control"]
@@ -182,10 +179,12 @@ GATE = Gate(
     "recomputed from the report's raw numbers; each engine's negative control (one tensor perturbed) "
     "moved the logits beyond the tolerance; the report covers every export file at its current md5",
     threshold=lambda t: "params closed_loop.logits_atol_<dtype> (ONNX Runtime: fp32), tokens identical",
-    judge=lambda a, t: closed_loop(a),
+    read=read_closed_loop,
+    judge=lambda r, t: closed_loop(r),
     why="independent readers prove the export computes what we trained, not just that it loads",
     investigate="reports/closed_loop.json: engines.<engine>.check.samples[] (first_mismatch, per-prompt "
     "diffs), missing/unexpected keys; dvc repro -f closed_loop (python -m pipeline.closed_loop) reruns it",
     takes=(),
     picture=closed_loop_picture,
+    read_for_picture=read_closed_loop_picture,
 )

@@ -8,30 +8,26 @@ from __future__ import annotations
 
 from html import escape
 
-from contracts.gguf_check import GGUF_FILE, check_gguf
 from gates.judges.gate import Gate, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, passed
-from gates.reading.artifacts import Artifacts
+from gates.reading.exports import GGUF_EXPORTS as EXPORTS
+from gates.reading.exports import GGUF_FILE, GgufReadBack, read_export_gguf, read_export_gguf_picture
+from gates.reading.exports import GGUF_READ as READ
 
-EXPORTS = ("fresh", "pinned")
-READ = (GGUF_FILE, "model.safetensors", "config.json", "tokenizer.json")
+__all__ = ["EXPORTS", "GATE", "READ", "export_gguf", "export_gguf_picture"]
 
 
-def export_gguf(a: Artifacts) -> Outcome:
+def export_gguf(read_back: tuple[GgufReadBack, ...]) -> Outcome:
     problems, tensors = [], 0
-    for name in EXPORTS:
-        folder = a.folder(f"exports/{name}", "export")
-        missing = [f for f in READ if f not in folder]
-        if missing:
-            problems.append(f"exports/{name}: {', '.join(missing)} missing (re-run `dvc repro export`)")
+    for r in read_back:
+        if r.missing:
+            problems.append(f"exports/{r.name}: {', '.join(r.missing)} missing (re-run `dvc repro export`)")
             continue
-        try:
-            result = check_gguf(a.root / "exports" / name)
-        except (ValueError, KeyError) as e:  # a corrupt file of the export: the export failed
-            problems.append(f"exports/{name}: cannot be read back: {str(e).replace(f'{a.root}/', '')}")
+        if r.unreadable is not None:
+            problems.append(f"exports/{r.name}: cannot be read back: {r.unreadable}")
             continue
-        tensors += result["tensors_compared"]
-        problems += [f"exports/{name}/{GGUF_FILE}: {p}" for p in result["problems"]]
+        tensors += r.tensors
+        problems += [f"exports/{r.name}/{GGUF_FILE}: {p}" for p in r.problems]
     if problems:
         return failed(
             f"{len(problems)} problems",
@@ -42,16 +38,15 @@ def export_gguf(a: Artifacts) -> Outcome:
     return passed(
         "equal",
         "every tensor bitwise, metadata equal",
-        f"{tensors} tensors in {len(EXPORTS)} GGUF files equal their safetensors; metadata equals "
+        f"{tensors} tensors in {len(read_back)} GGUF files equal their safetensors; metadata equals "
         f"config.json and tokenizer.json",
     )
 
 
-def export_gguf_picture(a: Artifacts, t: Thresholds) -> Picture:
+def export_gguf_picture(read_back: tuple[GgufReadBack, ...], t: Thresholds) -> Picture:
     rows = []
-    for name in EXPORTS:
-        result = check_gguf(a.root / "exports" / name)
-        problems = result["problems"]
+    for r in read_back:
+        problems = r.problems
         verdict = (
             "<span class='ok'>equal</span>"
             if not problems
@@ -59,7 +54,7 @@ def export_gguf_picture(a: Artifacts, t: Thresholds) -> Picture:
         )
         first = escape(problems[0]) if problems else "-"
         rows.append(
-            f"<tr><td>exports/{name}/model.gguf</td><td>{result['tensors_compared']}</td><td>{verdict}</td>"
+            f"<tr><td>exports/{r.name}/model.gguf</td><td>{r.tensors}</td><td>{verdict}</td>"
             f"<td>{first}</td></tr>"
         )
     table = (
@@ -78,10 +73,12 @@ GATE = Gate(
     checks="model.gguf of exports/fresh and exports/pinned, read back with GGUFReader: every tensor "
     "equals model.safetensors (float32 bit patterns), metadata equals config.json and tokenizer.json",
     threshold=lambda t: "every tensor bitwise, metadata equal",
-    judge=lambda a, t: export_gguf(a),
+    read=read_export_gguf,
+    judge=lambda r, t: export_gguf(r),
     why="llama.cpp users get the GGUF, not the safetensors: it must hold the same model",
     investigate="the message names the tensor or key; xtrain/export/gguf_file.py writes them, "
     "gguf.constants MODEL_ARCH.QWEN3 names them",
     takes=(),
     picture=export_gguf_picture,
+    read_for_picture=read_export_gguf_picture,
 )

@@ -17,83 +17,67 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.numbers import rel_diff
-from gates.judges.export_md5 import MANIFEST, export_problems, registry_of
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.judges.tolerance import Approx, Exact, Verdict
-from gates.judges.training import refuse, run_metrics
-from gates.reading import goldens
-from gates.reading.artifacts import ArtifactError, Artifacts
-from gates.reading.expect import foreign_recorder
-from registry.store import Registry, RegistryError, compare_files
+from gates.reading.exports import FreshTrainRecords, read_fresh_train, read_fresh_train_picture
+from gates.reading.registry_records import Golden, GoldenChoice, OwnGolden
+from registry.store import compare_files
 
 EXACT = Exact()
 
 
-def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
-    m = run_metrics(a, "single")
-    refused = refuse(a, [("single", m)], None)
-    if refused:
-        return refused
-    reg = registry_of(a)
-    outcome, choice = judge(m, reg, policy, export_files(a), unblessed_policy(a, policy))
-    if choice is not None:
-        a.record(str(choice.entry.path.relative_to(a.root)), choice.entry.path)
-    return outcome
+def fresh_train(r: FreshTrainRecords, policy: dict[str, Any]) -> Outcome:
+    if r.refused:
+        return refusal(r.refused, r.describes_runs)
+    # fail or skip without a golden: the project's own `gates.fresh_train.unblessed`; a project of its own
+    # that leaves the section to the harness is not held to our pipeline's 'fail' before it has blessed
+    # anything: skip, saying how to bless
+    own = "skip"  # pragma: no mutate -- equivalent: _no_golden fails on "fail" only
+    unblessed = own if r.own_project else policy["unblessed"]
+    return judge(r.run, r.choice or GoldenChoice(), policy, r.files, unblessed)
+
+
+def refusal(problems: tuple[str, ...], describes_runs: bool) -> Outcome:
+    """A fail naming every way the run disagrees with its own record (and params.yaml, where it
+    describes runs)."""
+    tail = (
+        "Refusing to compare runs that are not what params.yaml describes: rerun them (dvc repro) with "
+        "this params.yaml"
+        if describes_runs
+        else "Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
+    )
+    return failed(None, None, "; ".join(problems) + ". " + tail)
 
 
 def judge(
     m: dict[str, Any],
-    reg: Registry,
+    choice: GoldenChoice,
     policy: dict[str, Any],
     files: dict[str, str] | None,
     unblessed: str,
-) -> tuple[Outcome, goldens.Choice | None]:
-    """The verdict on one run record against the golden the registry holds for it (and that golden):
-    the gate's judgement, a pure function of the record, the registry and the export's md5s."""
-    try:
-        choice = golden_for(reg, m)
-    except RegistryError as e:
-        return Outcome("error", None, None, str(e)), None
-    if choice is None:
-        return _no_golden(reg, m["env"]["env_id"], m["config_hash"], unblessed), None
-    return _judge_against(m, choice, policy, files), choice
+) -> Outcome:
+    """The verdict on one run record against the golden the registry holds for it: the gate's judgement,
+    a pure function of the record, the golden chosen for it and the export's md5s."""
+    if choice.problem is not None:
+        return Outcome("error", None, None, choice.problem)
+    if choice.golden is None:
+        return _no_golden(choice.own, m["env"]["env_id"], m["config_hash"], unblessed)
+    return _judge_against(m, choice.golden, choice.coverage, policy, files)
 
 
 def _judge_against(
-    m: dict[str, Any], choice: goldens.Choice, policy: dict[str, Any], files: dict[str, str] | None
+    m: dict[str, Any],
+    golden: Golden,
+    coverage: tuple[str, ...],
+    policy: dict[str, Any],
+    files: dict[str, str] | None,
 ) -> Outcome:
-    g = choice.entry.data
-    evaluated = [e["step"] for e in m["eval"]] if foreign_recorder(m) else None  # a loop's own steps
-    problems = goldens.coverage_problems(g, m["config"]["train"], evaluated)  # refuse held the config
-    if problems:
-        return failed(None, choice.tier, "; ".join(problems) + ": refusing to judge against it")
-    if choice.tier == "exact":
-        return _exact(m, g, files, choice)
-    return _approx(m, g, files, choice, policy["approx"][m["device"]])
-
-
-def export_files(a: Artifacts) -> dict[str, str] | None:
-    """exports/fresh's files (md5 each), checked against its manifest; None for a project whose
-    pipeline has no export stage (a trainer of its own: its golden is the run alone)."""
-    if not a.lock.in_pipeline("export"):
-        return None
-    manifest = a.json(f"exports/fresh/{MANIFEST}", "manifest.schema.json", "export")
-    files = a.folder("exports/fresh", "export", exclude=(MANIFEST,))
-    edited = export_problems("exports/fresh", manifest, files)
-    if edited:
-        raise ArtifactError("; ".join(edited) + " (re-export with dvc repro export)")
-    return files
-
-
-def unblessed_policy(a: Artifacts, policy: dict[str, Any]) -> str:
-    """fail or skip without a golden: the project's own `gates.fresh_train.unblessed`; a project of its
-    own that leaves the section to the harness is not held to our pipeline's 'fail' before it has
-    blessed anything: skip, saying how to bless."""
-    params = a.params
-    if params is not None and not params.describes_runs and "fresh_train" in params.defaults:
-        return "skip"
-    return policy["unblessed"]
+    if coverage:  # the golden against the run's own config (the reading checked it; refuse held it)
+        return failed(None, golden.tier, "; ".join(coverage) + ": refusing to judge against it")
+    if golden.tier == "exact":
+        return _exact(m, golden.data, files, golden)
+    return _approx(m, golden.data, files, golden, policy["approx"][m["device"]])
 
 
 @dataclass(frozen=True)
@@ -107,9 +91,10 @@ class Weights:
 
     @classmethod
     def of(cls, m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None) -> Weights:
-        if files is not None and "export" in g:
-            checks = compare_files(g["export"]["files"], files)
-            return cls("export files", [c.name for c in checks if not c.ok], len(checks))
+        if files is not None and "export" in g:  # every name either side holds, its two md5s compared
+            want = g["export"]["files"]
+            names = sorted(set(want) | set(files))
+            return cls("export files", [n for n in names if want.get(n) != files.get(n)], len(names))
         if "run" in g:
             same = g["run"]["param_digest"] == m["param_digest"]
             return cls("parameter digest", [] if same else ["param_digest"], 1)
@@ -122,18 +107,12 @@ class Weights:
         return {"final weights": f"the golden holds export md5s only and {why}: losses judged alone"}
 
 
-def golden_for(reg: Registry, m: dict[str, Any]) -> goldens.Choice | None:
-    """The golden (and its tier) this run is judged against: the gate's choice, which its picture draws."""
-    return goldens.choose(reg, m["env"]["env_id"], m["config_hash"], m["device"], m["precision"])
-
-
-def _no_golden(reg: Registry, env_id: str, config_hash: str, unblessed: str) -> Outcome:
-    own = reg.golden(env_id)
+def _no_golden(own: OwnGolden | None, env_id: str, config_hash: str, unblessed: str) -> Outcome:
     if own is not None:
         return failed(
             None,
-            own.data["tier"],
-            f"golden {env_id} v{own.version} was blessed for config {own.data['config_hash']}, this run "
+            own.tier,
+            f"golden {env_id} v{own.version} was blessed for config {own.config_hash}, this run "
             f"is {config_hash}, and no other environment has a golden for it: an intended config change "
             f"needs a new golden (python -m registry bless --golden --reason '...')",
         )
@@ -157,9 +136,7 @@ def _val_pairs(m: dict[str, Any], g: dict[str, Any]) -> list[tuple[int, float, f
     return [(e["step"], e["loss"], ref[str(e["step"])]) for e in m["eval"]]
 
 
-def _exact(
-    m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None, choice: goldens.Choice
-) -> Outcome:
+def _exact(m: dict[str, Any], g: dict[str, Any], files: dict[str, str] | None, choice: Golden) -> Outcome:
     got, want, steps = _pairs(m, g)
     diff = list(EXACT.judge(got, want).out)  # positions are steps: _pairs pairs steps 0..n-1
     vals = _val_pairs(m, g)
@@ -279,7 +256,7 @@ def _approx(
     m: dict[str, Any],
     g: dict[str, Any],
     files: dict[str, str] | None,
-    choice: goldens.Choice,
+    choice: Golden,
     tol: dict[str, Any],
 ) -> Outcome:
     got, want, _ = _pairs(m, g)
@@ -332,7 +309,7 @@ def _unblessed_picture(m: dict[str, Any], reason: str) -> Picture:
     )
 
 
-def _steps_out(choice: goldens.Choice, tier: ApproxTier, got: list[float], want: list[float]) -> list[int]:
+def _steps_out(choice: Golden, tier: ApproxTier, got: list[float], want: list[float]) -> list[int]:
     """The positions the gate's tolerance puts out: any difference (exact), or out of the judged prefix."""
     if choice.tier == "exact":
         return list(EXACT.judge(got, want).out)
@@ -340,24 +317,21 @@ def _steps_out(choice: goldens.Choice, tier: ApproxTier, got: list[float], want:
     return list(tier.loss.judge(got[:k], want[:k]).out)
 
 
-def fresh_train_picture(a: Artifacts, t: Thresholds) -> Picture:
+def fresh_train_picture(r: FreshTrainRecords, t: Thresholds) -> Picture:
     from gates.judges import plots
     from gates.judges.pictures import md5_table
 
-    m = run_metrics(a, "single")
-    files = export_files(a)
-    env_id, reg = m["env"]["env_id"], registry_of(a)
-    try:  # the gate's own choice of golden and tier
-        choice = golden_for(reg, m)
-    except RegistryError as e:
-        raise NoPicture(str(e)) from None
+    m, files, c = r.run, r.files, r.choice or GoldenChoice()
+    env_id = m["env"]["env_id"]
+    if c.problem is not None:  # the gate's own choice of golden and tier
+        raise NoPicture(c.problem)
+    choice = c.golden
     if choice is None:
-        own = reg.golden(env_id)
         why = f"no golden for environment {env_id} nor for config {m['config_hash']} on any other"
-        if own is not None:  # an intended config change without its golden (the gate fails)
-            why = f"golden {env_id} v{own.version} was blessed for config {own.data['config_hash']}"
+        if c.own is not None:  # an intended config change without its golden (the gate fails)
+            why = f"golden {env_id} v{c.own.version} was blessed for config {c.own.config_hash}"
         return _unblessed_picture(m, why)
-    golden, g = choice.entry, choice.entry.data
+    g = choice.data
     ref = g["metrics"]["train_loss"]["values"]
     steps = sorted(int(s) for s in ref if int(s) < len(m["train_loss"]))
     got, want = [m["train_loss"][s] for s in steps], [ref[str(s)] for s in steps]
@@ -367,7 +341,7 @@ def fresh_train_picture(a: Artifacts, t: Thresholds) -> Picture:
     tier = ApproxTier.of(tol)
     marked = _steps_out(choice, tier, got, want)
     fig, (top, bottom) = plots.figure(2, 1)
-    plots.overlay(top, steps, want, got, (f"golden v{golden.version}", "this run"), marked)
+    plots.overlay(top, steps, want, got, (f"golden v{choice.version}", "this run"), marked)
     top.set_ylabel("train loss (nats/token)")
     top.set_title(f"runs/single vs golden {choice.name} ({choice.tier} tier)")
     limit = plots.ZERO_FLOOR * 10 if exact else tier.loss.rtol
@@ -407,7 +381,8 @@ GATE = Gate(
         "exact (own environment's golden) or approximate (another's): "
         + ", ".join(f"{d} {approx_threshold(v)}" for d, v in sorted(t["fresh_train"]["approx"].items()))
     ),
-    judge=lambda a, t: fresh_train(a, t["fresh_train"]),
+    read=read_fresh_train,
+    judge=lambda r, t: fresh_train(r, t["fresh_train"]),
     why="Megatron-LM style goldens per environment: an identical environment trains bitwise (exact tier); "
     "another CPU model or GPU is judged against the same config's golden within tolerances (approximate)",
     investigate="runs/single/metrics.json env.env_id picks registry/goldens/<env_id>/; the message names the "
@@ -415,4 +390,5 @@ GATE = Gate(
     "bless a new golden only for an understood change",
     takes=("fresh_train",),
     picture=fresh_train_picture,
+    read_for_picture=read_fresh_train_picture,
 )

@@ -16,43 +16,16 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from contracts.perf_record import STAGES, StagePerf, median_spread, shift_ci, stage_perf
+from contracts.perf_record import StagePerf, median_spread, shift_ci, stage_perf
 from gates.judges.gate import Gate, NothingMeasured, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, inconclusive, passed
 from gates.reading import expect
-from gates.reading.artifacts import ArtifactError, Artifacts, StageNotRun
-from registry.store import Entry, Registry, RegistryError
+from gates.reading.artifacts import ArtifactError
+from gates.reading.registry_records import PerfRecords, read_perf
 
 MIN_WINDOWS = 3  # fewer steady windows cannot show their own spread
 BLESS = "python -m registry bless --perf --reason '...'"
 GREY = "#9e9e9e"  # the baseline's median in the throughput picture
-
-
-def run_stages(a: Artifacts) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The metrics of every training stage that ran, and notes for those that did not."""
-    runs, notes = {}, []
-    for launcher, stage in STAGES.items():
-        try:
-            m = a.json(f"runs/{launcher}/metrics.json", "metrics.schema.json", stage)
-        except StageNotRun as e:
-            notes.append(f"{launcher}: {e}")
-            continue
-        if "perf" not in m:
-            raise ArtifactError(
-                f"runs/{launcher}/metrics.json: perf: missing (written before perf recording; "
-                f"dvc repro -f {stage})"
-            )
-        runs[launcher] = m
-    return runs, notes
-
-
-def baseline_for(a: Artifacts, runs: dict[str, dict[str, Any]]) -> tuple[str, Entry | None]:
-    """(env_id, the latest baseline) for the first stage's environment, like goldens."""
-    env_id = next(iter(runs.values()))["env"]["env_id"]
-    try:
-        return env_id, Registry(a.root / "registry").baseline(env_id)
-    except RegistryError as e:
-        raise ArtifactError(str(e)) from None
 
 
 def comparable(run: StagePerf, base: dict[str, Any] | None) -> tuple[StagePerf | None, str | None]:
@@ -73,9 +46,9 @@ def comparable(run: StagePerf, base: dict[str, Any] | None) -> tuple[StagePerf |
 StageCheck = Callable[[StagePerf, StagePerf, dict[str, Any]], tuple[str, str, str]]
 
 
-def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str) -> Outcome:
+def judge(r: PerfRecords, thresholds: dict[str, Any], check: StageCheck, what: str) -> Outcome:
     """Shared frame of both gates: stages, baseline, profile; `check` judges one stage."""
-    runs, notes = run_stages(a)
+    runs, notes = r.runs, list(r.notes)
     if not runs:
         return Outcome("skip", None, None, "no training stage has run: " + "; ".join(notes))
     contradicted = [p for launcher, m in runs.items() for p in expect.run_problems(None, launcher, m)]
@@ -93,7 +66,9 @@ def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str
             f"gates.perf.{device}.throughput is skip: window spreads on a shared {device} are too large to "
             "judge (python -m gates explain perf.throughput); peak memory is still judged",
         )
-    env_id, base = baseline_for(a, runs)
+    if r.baseline_problem is not None:  # where the gate looked at the registry: an error, as before
+        raise ArtifactError(r.baseline_problem)
+    env_id, base = r.env_id, r.baseline
     if base is None:
         return Outcome(
             "skip",
@@ -105,13 +80,13 @@ def judge(a: Artifacts, thresholds: dict[str, Any], check: StageCheck, what: str
     verdicts = []
     for launcher, m in runs.items():
         run = stage_perf(m)
-        b, why_not = comparable(run, base.data["stages"].get(launcher))
+        b, why_not = comparable(run, base.stages.get(launcher))
         if b is None:
             notes.append(f"{why_not}: not judged (bless a new baseline: {BLESS})")
             continue
         if len(b.peaks) != b.world:  # the run's ranks are checked above (expect); the baseline's here
             raise ArtifactError(
-                f"{base.path.relative_to(a.root)}: stages.{launcher}.perf.peak_memory.per_rank: "
+                f"{base.rel}: stages.{launcher}.perf.peak_memory.per_rank: "
                 f"{len(b.peaks)} ranks for world {b.world} (bless a new baseline: {BLESS})"
             )
         verdicts.append((launcher, *check(run, b, profile)))
@@ -194,29 +169,29 @@ def threshold_text(t: dict[str, Any], template: str) -> str:
     return "; ".join(out)
 
 
-def throughput(a: Artifacts, thresholds: dict[str, Any]) -> Outcome:
-    return judge(a, thresholds, throughput_check, "throughput")
+def throughput(r: PerfRecords, thresholds: dict[str, Any]) -> Outcome:
+    return judge(r, thresholds, throughput_check, "throughput")
 
 
-def memory(a: Artifacts, thresholds: dict[str, Any]) -> Outcome:
-    return judge(a, thresholds, memory_check, "peak memory")
+def memory(r: PerfRecords, thresholds: dict[str, Any]) -> Outcome:
+    return judge(r, thresholds, memory_check, "peak memory")
 
 
 # ---- the picture -----------------------------------------------------------------------------------
 
 
-def _perf_stages(a: Artifacts) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    runs, _ = run_stages(a)
-    if not runs:
+def _perf_stages(r: PerfRecords) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    if not r.runs:
         raise NothingMeasured("no training stage has run")
-    _, base = baseline_for(a, runs)
-    return runs, None if base is None else base.data["stages"]
+    if r.baseline_problem is not None:
+        raise ArtifactError(r.baseline_problem)
+    return r.runs, None if r.baseline is None else r.baseline.stages
 
 
-def perf_picture(a: Artifacts, t: Thresholds, memory: bool) -> Picture:
+def perf_picture(r: PerfRecords, t: Thresholds, memory: bool) -> Picture:
     from gates.judges import plots
 
-    runs, base = _perf_stages(a)
+    runs, base = _perf_stages(r)
     device = next(iter(runs.values()))["device"]
     limits = t["perf"][device]
     fig, (ax,) = plots.figure(height=2.8)
@@ -269,7 +244,8 @@ THROUGHPUT = Gate(
     threshold=lambda t: threshold_text(
         t, "95% CI of the change wholly slower than {slowdown}: fail; straddling it: inconclusive"
     ),
-    judge=lambda a, t: throughput(a, t),
+    read=read_perf,
+    judge=lambda r, t: throughput(r, t),
     why="a change that keeps the numerics but trains slower is a regression users feel first",
     investigate="runs/<launcher>/metrics.json perf.windows (seconds per logged window); profile one step "
     "(torch.profiler); git bisect with python -m gates bisect GOOD BAD --gate "
@@ -283,7 +259,8 @@ MEMORY = Gate(
     checks="peak memory per rank of each training stage (CUDA max_memory_allocated, CPU max RSS) "
     "against the blessed perf baseline of its environment",
     threshold=lambda t: threshold_text(t, "growth <= {memory_growth}"),
-    judge=lambda a, t: memory(a, t),
+    read=read_perf,
+    judge=lambda r, t: memory(r, t),
     why="memory growth turns into out-of-memory at the next larger batch or model",
     investigate="runs/<launcher>/metrics.json perf.peak_memory; on CUDA torch.cuda.memory_summary or the "
     "memory snapshot of one step (activations, optimizer state, allocator cache)",

@@ -24,6 +24,7 @@ from gates.judges import ddp, fresh_train
 from gates.judges.outcome import Outcome
 from gates.judges.training import with_train_mode
 from gates.reading import expect
+from gates.reading.registry_records import choose_golden
 from registry.store import Registry
 
 pytestmark = [pytest.mark.ddp, pytest.mark.xdist_group("ddp")]
@@ -187,13 +188,15 @@ def test_grad_accumulation_undivided_on_both_sides_fails_only_against_a_golden(r
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=code_first(REPO))
     assert proc.returncode == 0 and "the run alone: no export" in proc.stdout, proc.stderr
     reg = Registry(root / "registry")
-    bad, _ = fresh_train.judge(runs["single"]["accum_undivided"], reg, FRESH, None, "fail")
+    bad_run = runs["single"]["accum_undivided"]
+    bad = fresh_train.judge(bad_run, choose_golden(reg, bad_run)[0], FRESH, None, "fail")
     print(bad.message)
     assert bad.status == "fail" and bad.threshold == "exact", bad.message
     # clipping at 1.0 hides the doubled gradient from the losses; the grad norms show it at step 0
     assert "grad_norm differs at 8 steps, first step 0 (golden" in bad.message and ", x2)" in bad.message
     assert "parameter digest differ" in bad.message
-    ok, _ = fresh_train.judge(runs["single"]["accum2"], reg, FRESH, None, "fail")  # the control
+    good_run = runs["single"]["accum2"]
+    ok = fresh_train.judge(good_run, choose_golden(reg, good_run)[0], FRESH, None, "fail")  # the control
     assert (
         ok.status == "pass" and "grad norms, 3 val losses and 1 parameter digest bit-identical" in ok.message
     )

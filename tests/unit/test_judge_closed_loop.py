@@ -11,6 +11,7 @@ import math
 import pytest
 
 from gates.judges.closed_loop import _finite, judge_check, judge_control, judge_files
+from gates.reading.exports import ClosedLoopRecords, ExportFolder
 
 
 def sample(ours=(1, 2, 3), engine=(1, 2, 3), diff: float = 1e-6) -> dict:
@@ -140,21 +141,11 @@ def test_the_report_must_cover_the_export_as_it_is_now() -> None:
 # -- the gate over a whole report ------------------------------------------------------------------------
 
 
-class Reader:
-    """What closed_loop reads: the report, the export's manifest and files, the resolved params."""
-
-    def __init__(self, report: dict, dtype: str = "fp32") -> None:
-        self.report = report
-        self.manifest = {"dtype": dtype, "files": {"a": {}, "b": {}}}
-        self.files = {"a": "1", "b": "2"}
-        self.params = {"closed_loop": {"logits_atol_fp32": 1e-4, "logits_atol_bf16": 1e-2}}
-
-    def json(self, rel: str, schema: str, stage: str) -> dict:
-        return {"reports/closed_loop.json": self.report, "exports/fresh/manifest.json": self.manifest}[rel]
-
-    def folder(self, rel: str, stage: str, exclude: tuple = ()) -> dict:
-        assert (rel, stage, exclude) == ("exports/fresh", "export", ("manifest.json",))
-        return self.files
+def Reader(report: dict, dtype: str = "fp32") -> ClosedLoopRecords:
+    """What closed_loop judges, built by hand (no tree): the report, the export's manifest and files, the
+    resolved params' closed_loop section."""
+    export = ExportFolder({"dtype": dtype, "files": {"a": {}, "b": {}}}, {"a": "1", "b": "2"})
+    return ClosedLoopRecords(report, export, {"logits_atol_fp32": 1e-4, "logits_atol_bf16": 1e-2})
 
 
 def full_report(hf_diff: float = 2e-6, ort_diff: float = 3e-6, **changes) -> dict:
@@ -218,5 +209,5 @@ def test_the_producers_word_is_never_trusted_but_its_failure_counts() -> None:
     o = closed_loop(Reader(r))
     assert (o.status, o.measured) == ("fail", "nan")  # a non-finite diff: never a number that passes
     reader = Reader(full_report())
-    reader.files = {"a": "1", "b": "9"}
+    reader.export.files["b"] = "9"
     assert "exports/fresh changed since the closed loop verified it (b)" in closed_loop(reader).message

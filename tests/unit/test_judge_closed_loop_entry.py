@@ -16,10 +16,21 @@ from typing import Any
 import pytest
 
 from gates.judges import closed_loop as cl
-from gates.judges.closed_loop import GATE, closed_loop, closed_loop_picture
+from gates.judges.closed_loop import GATE
 from gates.judges.gate import NoPicture
 from gates.reading.artifacts import ArtifactError, Artifacts
+from gates.reading.exports import read_closed_loop, read_closed_loop_picture
 from judge_trees import Tree, write_export
+
+
+def closed_loop(a: Artifacts) -> Any:
+    """The gate on a tree: read (gates/reading/exports.py), then judged."""
+    return GATE.run(a, {})
+
+
+def closed_loop_picture(a: Artifacts, t: dict) -> Any:
+    return GATE.draw(a, t)
+
 
 REPORT = "reports/closed_loop.json"
 ATOL = {"logits_atol_fp32": 1e-4, "logits_atol_bf16": 1e-2}
@@ -271,3 +282,17 @@ def test_the_token_matrix_marks_each_prompt_where_it_parts(drawn) -> None:
     m = ax.get_lines()[0]
     assert (m.get_color(), m.get_markersize(), m.get_markeredgewidth()) == ("black", 14, 2)
     assert list(ax.get_yticks()) == [0, 1, 2, 3] and ax.get_title() == "greedy tokens: ours vs x"
+
+
+def test_the_records_are_the_report_the_export_and_the_params_section(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path, dtype="bf16")
+    r = read_closed_loop(tree.artifacts(), {})
+    assert r.report["dtype"] == "bf16" and r.export.manifest["dtype"] == "bf16"
+    assert r.export.files == {n: md5 for n, md5 in r.report["export_files"].items()}
+    assert r.params == {"logits_atol_fp32": 1e-4, "logits_atol_bf16": 1e-2}
+    a = tree.artifacts()
+    p = read_closed_loop_picture(a, {})  # the report alone: the picture draws no export
+    assert (p.report, p.params) == (r.report, r.params) and list(a.read) == [REPORT]
+    tree.params = None
+    assert read_closed_loop(tree.artifacts(), {}).params is None
+    assert read_closed_loop_picture(tree.artifacts(), {}).params is None

@@ -43,9 +43,9 @@ from contracts import gguf_check
 from contracts.errors import ValidationError
 from contracts.fileio import canonical_json
 from contracts.gguf_format import gguf_name
-from gates.judges import closed_loop, consistency, ddp, export_md5, fresh_train, pilot, seals
+from gates.judges import closed_loop, consistency, ddp, fresh_train, pilot, seals
 from gates.judges.tolerance import Approx, Exact, _Tolerance
-from gates.reading import dvclock, dvcstatus, expect, goldens
+from gates.reading import dvclock, dvcstatus, expect, exports, goldens, registry_records
 from gates.reading import runs as run_records
 from hypothesis_profiles import examples
 from params.cadence import eval_steps
@@ -227,7 +227,7 @@ def compare_files_property(
     compare: Callable[..., list[Any]] = store.compare_files, cfg: settings | None = None
 ) -> Prop:
     """registry/store.py compare_files and FileCheck.ok (the store, export_md5, fresh_train, verify), and
-    export_md5.export_problems on it (an export folder against its own manifest)."""
+    exports.export_problems on it (an export folder against its own manifest: export_md5, fresh_train)."""
 
     @cfg_or_default(cfg)
     @given(files=FILE_SET, data=st.data())
@@ -242,7 +242,7 @@ def compare_files_property(
             for i, other in every_hex_change(md5, data):
                 got = bad({**files, name: other})
                 assert got == [(name, md5, other)], f"UNSEEN md5 of {name} at hex {i}: {got}"
-                said = export_md5.export_problems("exports/x", manifest, {**files, name: other})
+                said = exports.export_problems("exports/x", manifest, {**files, name: other})
                 want = f"exports/x/{name}: md5 {other}, its manifest lists {md5}"
                 assert said == [want], f"UNSEEN export md5 of {name} at hex {i}: {said}"
             less = {n: m for n, m in files.items() if n != name}
@@ -760,7 +760,7 @@ def test_bless_refuses_an_export_unlike_its_manifest_at_every_digit_and_name() -
 def pinned_property(
     reg: store.Registry,
     tree: judge_trees.Tree,
-    pinned_problems: Callable[..., list[str]] = export_md5.pinned_problems,
+    pinned_problems: Callable[..., list[str]] = registry_records.pinned_problems,
     check_pinned: Callable[..., int] = checks.check_pinned,
     cfg: settings | None = None,
 ) -> Prop:
@@ -1566,7 +1566,10 @@ CONTROLS += [
         lambda mp, tmp: pinned_property(
             *pinned_tree(tmp),
             pinned_problems=planted(
-                export_md5, "pinned_problems", "actual != pin[key]", '(actual or "")[:8] != pin[key][:8]'
+                registry_records,
+                "pinned_problems",
+                "actual != pin[key]",
+                '(actual or "")[:8] != pin[key][:8]',
             ),
             cfg=no_shrink(examples(2, 20)),
         ),

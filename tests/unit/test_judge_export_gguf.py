@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from test_judge_gguf import CONFIG, TENSORS, weights, write_bare_gguf, write_gguf_export
 
-from gates.judges.export_gguf import EXPORTS, GATE, READ, export_gguf, export_gguf_picture
+from gates.judges import export_gguf as gg
+from gates.judges.export_gguf import EXPORTS, GATE, READ
 from judge_trees import Tree
 
 THRESHOLD = "every tensor bitwise, metadata equal"
@@ -22,6 +23,15 @@ NEXT = (
     ". Next: xtrain/export/gguf_file.py (names, types, metadata) and "
     "python -c 'from contracts.gguf_check import check_gguf; ...' on the export"
 )
+
+
+def export_gguf(a: Any) -> Any:
+    """The gate on a tree: each export read back (gates/reading/exports.py), then judged."""
+    return GATE.run(a, {})
+
+
+def export_gguf_picture(a: Any, t: Any) -> Any:
+    return GATE.draw(a, t)
 
 
 def build(tmp_path: Path, pinned: dict[str, Any] | None = None, fresh: dict[str, Any] | None = None) -> Tree:
@@ -200,7 +210,7 @@ def test_the_picture_escapes_html_in_the_first_problem(tmp_path: Path) -> None:
 
 def test_the_gate_runs_export_gguf_and_draws_its_picture(tmp_path: Path) -> None:
     a = build(tmp_path).artifacts()
-    assert GATE.id == "export_gguf" and GATE.takes == () and GATE.picture is export_gguf_picture
+    assert GATE.id == "export_gguf" and GATE.takes == () and GATE.picture is gg.export_gguf_picture
     assert GATE.threshold(None) == THRESHOLD
     out = GATE.run(a, None)
     assert (out.status, out.measured) == ("pass", "equal")

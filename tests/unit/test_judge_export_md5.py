@@ -14,20 +14,25 @@ from pathlib import Path
 import pytest
 
 from contracts.fileio import md5_file
-from gates.judges.export_md5 import (
-    GATE,
-    export_md5,
-    export_md5_picture,
-    export_problems,
-    pinned_problems,
-    registry_of,
-)
-from gates.judges.gate import NoPicture
-from gates.reading.artifacts import ArtifactError
+from gates.judges.export_md5 import GATE
+from gates.judges.gate import NoPicture, Picture
+from gates.judges.outcome import Outcome
+from gates.reading.artifacts import ArtifactError, Artifacts
+from gates.reading.exports import export_problems, read_export_md5, read_export_md5_picture
+from gates.reading.registry_records import pinned_problems, registry_of
 from judge_trees import PINNED_FILES, Tree, bless, make_registry, reindex, write_export
 from registry import index
 
 SOURCE = "c" * 32
+
+
+def export_md5(a: Artifacts) -> Outcome:
+    """The gate on a tree: read (gates/reading/exports.py), then judged."""
+    return GATE.run(a, {})
+
+
+def export_md5_picture(a: Artifacts, t: dict) -> Picture:
+    return GATE.draw(a, t)
 
 
 def build(tmp_path: Path, dtype: str = "fp32", blessed_dtype: str = "fp32") -> Tree:
@@ -208,3 +213,19 @@ def test_a_blessed_file_missing_from_the_export_fails_naming_both_sides(tmp_path
     out = export_md5(tree.artifacts())
     assert out.measured == "6/8 files equal"
     assert f"added.bin: expected {'e' * 32}, got (absent); config.json: expected " in out.message
+
+
+def test_the_picture_reads_what_the_verdict_reads_of_a_sound_export(tmp_path: Path) -> None:
+    tree = build(tmp_path)
+    r = read_export_md5(tree.artifacts(), {})
+    assert (r.model, r.dtype, r.registry_problem, r.pinned.model, r.pinned.version) == (
+        "tiny",
+        "fp32",
+        None,
+        "tiny",
+        1,
+    )
+    assert all(c.ok for c in r.pinned.files) and r.pinned.source.ok and len(r.pinned.files) == 7
+    assert read_export_md5_picture(tree.artifacts(), {}) == r
+    wrong = read_export_md5_picture(build(tmp_path / "bf16", blessed_dtype="bf16").artifacts(), {})
+    assert (wrong.pinned, wrong.dtype) == (None, "fp32") and "fp32" in wrong.registry_problem

@@ -19,10 +19,10 @@ from gates.judges.fresh_train import (
     _exact,
     _no_golden,
     approx_threshold,
-    golden_for,
 )
 from gates.judges.tolerance import Approx
 from gates.reading.goldens import Choice, choose, coverage_problems, golden_env
+from gates.reading.registry_records import OwnGolden, choose_golden
 from judge_trees import make_golden, make_registry
 from registry.store import Entry, Registry
 
@@ -119,9 +119,14 @@ def test_coverage_needs_every_step_and_the_evals_the_config_implies() -> None:
 def test_the_gate_chooses_with_the_runs_own_identity(reg: Registry) -> None:
     make_golden(reg, "cpu-a", device_type="cpu", precision="bf16")
     make_golden(reg, "cpu-b", device_type="cpu", precision="fp32")
-    m = record(env={"env_id": "cpu-own"}, device="cpu", precision="bf16")
-    assert golden_for(Registry(reg.root), m).name == "cpu-a v1"
-    assert golden_for(Registry(reg.root), {**m, "config_hash": "x"}) is None
+    m = record(
+        env={"env_id": "cpu-own"},
+        device="cpu",
+        precision="bf16",
+        config={"train": {"steps": 4, "eval_every": 2}},
+    )
+    assert choose_golden(Registry(reg.root), m)[0].golden.name == "cpu-a v1"
+    assert choose_golden(Registry(reg.root), {**m, "config_hash": "x"})[0].golden is None
 
 
 # -- no golden --------------------------------------------------------------------------------------------
@@ -129,7 +134,7 @@ def test_the_gate_chooses_with_the_runs_own_identity(reg: Registry) -> None:
 
 def test_no_golden_anywhere_is_unblessed_and_the_policy_decides(reg: Registry) -> None:
     for policy, status in (("skip", "skip"), ("fail", "fail")):
-        o = _no_golden(reg, "cpu-own", "cfg9", policy)
+        o = _no_golden(None, "cpu-own", "cfg9", policy)
         assert (o.status, o.measured, o.threshold) == (status, "unblessed", None)
         assert o.message == (
             "unblessed: no golden for environment cpu-own nor for config cfg9 on any other. If this run is "
@@ -139,7 +144,14 @@ def test_no_golden_anywhere_is_unblessed_and_the_policy_decides(reg: Registry) -
 
 def test_an_own_golden_of_another_config_fails_naming_both_configs(reg: Registry) -> None:
     make_golden(reg, "cpu-own", config_hash="old", tier="approx")
-    o = _no_golden(Registry(reg.root), "cpu-own", "cfg9", "skip")
+    choice, entry = choose_golden(Registry(reg.root), record(config_hash="cfg9"))
+    assert (choice.golden, choice.own, choice.problem, entry) == (
+        None,
+        OwnGolden(1, "old", "approx"),
+        None,
+        None,
+    )
+    o = _no_golden(choice.own, "cpu-own", "cfg9", "skip")
     assert (o.status, o.measured, o.threshold) == ("fail", None, "approx")
     assert o.message == (
         "golden cpu-own v1 was blessed for config old, this run is cfg9, and no other environment has a "

@@ -19,14 +19,18 @@ import pytest
 from contracts import artifact_table
 from gates.judges import fresh_train as ft
 from gates.judges import plots
-from gates.judges.fresh_train import GATE, Weights, _exact, _grad_norm_diff, fresh_train, golden_for
-from gates.judges.gate import NoPicture
-from gates.reading.artifacts import ArtifactError
+from gates.judges.fresh_train import GATE, Weights, _exact, _grad_norm_diff
+from gates.judges.gate import NoPicture, Picture
+from gates.judges.outcome import Outcome
+from gates.reading import exports, registry_records
+from gates.reading.artifacts import ArtifactError, Artifacts
+from gates.reading.exports import export_files, own_project, read_fresh_train
 from gates.reading.goldens import Choice
+from gates.reading.registry_records import Golden, GoldenChoice, choose_golden
 from judge_trees import Tree, make_golden, make_registry, write_export
 from params.config import Params
 from params.identity import config_identity
-from registry.store import Entry, Registry
+from registry.store import Entry, Registry, RegistryError
 
 CONFIG = {"seed": 1, "model": {"vocab_size": 300}, "train": {"steps": 4, "eval_every": 2}}
 CPU = {"loss_rtol": 1e-4, "max_steps_out": 1, "eval_rtol": 1e-3}
@@ -60,6 +64,19 @@ def metrics(**changes: Any) -> dict[str, Any]:
 
 
 HASH = config_identity(CONFIG)
+
+
+def fresh_train(a: Artifacts, policy: dict[str, Any]) -> Outcome:
+    """The gate on a tree: read (gates/reading/exports.py), then judged."""
+    return ft.fresh_train(read_fresh_train(a, {}), policy)
+
+
+def fresh_train_picture(a: Artifacts, t: dict[str, Any]) -> Picture:
+    return GATE.draw(a, t)
+
+
+def golden_for(reg: Registry, m: dict[str, Any]) -> Golden | None:
+    return choose_golden(reg, m)[0].golden
 
 
 def write_run(tree: Tree, m: dict[str, Any]) -> None:
@@ -262,23 +279,23 @@ def test_an_export_edited_after_its_manifest_is_an_error(tree: Tree) -> None:
     (tree.root / "exports" / "fresh" / "config.json").write_text("{}")
     with pytest.raises(ArtifactError, match=r"^exports/fresh/config\.json: md5 [0-9a-f]{32}, its manifest "
                        r"lists [0-9a-f]{32} \(re-export with dvc repro export\)$"):  # fmt: skip
-        ft.export_files(tree.artifacts())
+        export_files(tree.artifacts())
     (tree.root / "exports" / "fresh" / "extra.bin").write_text("x")
     with pytest.raises(ArtifactError, match=r"md5 [0-9a-f]{32}, its manifest lists [0-9a-f]{32}; "
                        r"exports/fresh/extra\.bin: md5 [0-9a-f]{32}, its manifest lists \(absent\) \(re-export"):  # fmt: skip
-        ft.export_files(tree.artifacts())
+        export_files(tree.artifacts())
 
 
 def test_export_files_are_the_folders_md5s_without_the_manifest(tree: Tree) -> None:
-    assert ft.export_files(tree.artifacts()) is None
+    assert export_files(tree.artifacts()) is None
     md5 = add_export(tree)
-    assert ft.export_files(tree.artifacts()) == md5 and "manifest.json" not in md5
+    assert export_files(tree.artifacts()) == md5 and "manifest.json" not in md5
     tree.stages.pop("export")
     tree.stages["other"] = {"outs": []}
     a = tree.artifacts()
     a.lock.pipeline["export"] = ["exports/fresh"]  # dvc.yaml has the stage, dvc.lock does not record it
     with pytest.raises(ArtifactError, match=r"dvc\.lock has no entry for stage export"):
-        ft.export_files(a)
+        export_files(a)
 
 
 def test_a_run_that_contradicts_its_record_is_refused_before_any_golden(tree: Tree) -> None:
@@ -337,27 +354,36 @@ def test_another_environments_golden_judges_with_the_runs_device_tolerance(tree:
 
 class Broken(Registry):
     def golden(self, env_id: str):
-        raise ft.RegistryError(f"registry/goldens/{env_id}: unreadable")
+        raise RegistryError(f"registry/goldens/{env_id}: unreadable")
 
 
 def test_a_registry_that_cannot_be_read_is_an_error(tmp_path: Path) -> None:
-    o, c = ft.judge(metrics(), Broken(tmp_path), POLICY, None, "fail")
-    assert (o.status, o.measured, o.threshold, o.message, c) == (
+    c, entry = choose_golden(Broken(tmp_path), metrics())
+    assert (c, entry) == (GoldenChoice(problem="registry/goldens/cpu-own: unreadable"), None)
+    o = ft.judge(metrics(), c, POLICY, None, "fail")
+    assert (o.status, o.measured, o.threshold, o.message) == (
         "error",
         None,
         None,
         "registry/goldens/cpu-own: unreadable",
-        None,
     )
 
 
-def test_judge_returns_the_golden_it_judged_against(tmp_path: Path) -> None:
+def test_the_choice_names_the_golden_it_judges_against(tmp_path: Path) -> None:
     reg = make_registry(tmp_path / "registry")
     make_golden(reg, "cpu-own", config_hash=HASH)
-    o, c = ft.judge(metrics(), Registry(reg.root), POLICY, None, "fail")
-    assert o.status == "pass" and (c.name, c.tier, c.cross_env) == ("cpu-own v1", "exact", False)
-    o, c = ft.judge(metrics(config_hash="x"), Registry(reg.root), POLICY, None, "skip")
-    assert (o.status, c) == ("fail", None)
+    c, entry = choose_golden(Registry(reg.root), metrics())
+    assert entry is not None and entry.data == c.golden.data
+    assert (c.golden.name, c.golden.tier, c.golden.cross_env, c.coverage) == (
+        "cpu-own v1",
+        "exact",
+        False,
+        (),
+    )
+    assert ft.judge(metrics(), c, POLICY, None, "fail").status == "pass"
+    c, entry = choose_golden(Registry(reg.root), metrics(config_hash="x"))
+    assert (c.golden, entry) == (None, None)
+    assert ft.judge(metrics(config_hash="x"), c, POLICY, None, "skip").status == "fail"
 
 
 def test_the_unblessed_policy_of_a_project_of_its_own(tree: Tree) -> None:
@@ -370,8 +396,10 @@ def test_the_unblessed_policy_of_a_project_of_its_own(tree: Tree) -> None:
     ]
     for params, want in cases:
         tree.params = params
-        assert ft.unblessed_policy(tree.artifacts(), POLICY) == want
-    assert ft.unblessed_policy(tree.artifacts(), {"unblessed": "skip"}) == "skip"
+        assert own_project(params) == (want == "skip")
+    tree.params = None
+    assert fresh_train(tree.artifacts(), POLICY).status == "fail"
+    assert fresh_train(tree.artifacts(), {**POLICY, "unblessed": "skip"}).status == "skip"
 
 
 def test_the_gate_reads_its_own_section(tree: Tree) -> None:
@@ -431,7 +459,7 @@ def test_the_exact_picture_draws_every_step_against_the_golden_and_the_export_ta
     make_golden(reg_of(tree), "cpu-own", config_hash=HASH, files={**md5, "model.gguf": "0" * 32},
                 train=[4.0, 3.5, 3.0, 2.5, 2.0])  # fmt: skip
     write_run(tree, metrics(train_loss=[4.0, 3.5, 3.25, 2.5]))
-    pic = ft.fresh_train_picture(tree.artifacts(), T)
+    pic = fresh_train_picture(tree.artifacts(), T)
     assert drawn["figure"] == [((2, 1), {})]
     (top, steps, want, got, labels, marked), _ = drawn["overlay"][0]
     assert (steps, want, got, labels, marked) == (
@@ -460,7 +488,7 @@ def test_the_exact_picture_draws_every_step_against_the_golden_and_the_export_ta
 def test_the_approximate_picture_marks_only_the_judged_prefix(tree: Tree, drawn: dict[str, list]) -> None:
     make_golden(reg_of(tree), "cuda-b", config_hash=HASH, device_type="cuda")
     write_run(tree, metrics(device="cuda", train_loss=[4.0, 3.6, 9.0, 9.0]))
-    pic = ft.fresh_train_picture(tree.artifacts(), T)
+    pic = fresh_train_picture(tree.artifacts(), T)
     (top, *_, marked), _ = drawn["overlay"][0]
     assert marked == [1] and top.get_title() == "runs/single vs golden cuda-b v1 (approx tier)"
     (_, _, _, limit, _, limit_label), _ = drawn["log_limit_plot"][0]
@@ -478,28 +506,30 @@ def test_the_picture_of_a_golden_of_the_run_says_whether_the_digest_is_equal(
     tree: Tree, drawn: dict[str, list], monkeypatch
 ) -> None:
     make_golden(reg_of(tree), "cpu-own", config_hash=HASH)
-    real = ft.golden_for
+    real = exports.golden_for
     for digest, said in ((DIGEST, "equal to"), ("e" * 64, "differs from")):
 
-        def with_run(reg: Registry, m: dict[str, Any], digest: str = digest) -> Choice:
-            c = real(reg, m)
-            data = {k: v for k, v in c.entry.data.items() if k != "export"}
-            return Choice(Entry(c.entry.path, {**data, "run": {"param_digest": digest}}), c.tier, c.cross_env)
+        def with_run(a: Artifacts, m: dict[str, Any], digest: str = digest) -> GoldenChoice:
+            c = real(a, m)
+            g = c.golden
+            data = {k: v for k, v in g.data.items() if k != "export"}
+            run = Golden({**data, "run": {"param_digest": digest}}, g.version, g.tier, g.cross_env)
+            return GoldenChoice(run, coverage=c.coverage, rel=c.rel)
 
-        monkeypatch.setattr(ft, "golden_for", with_run)
-        pic = ft.fresh_train_picture(tree.artifacts(), T)
+        monkeypatch.setattr(exports, "golden_for", with_run)
+        pic = fresh_train_picture(tree.artifacts(), T)
         assert f"Final weights: parameter digest {said} the golden's. Pass (exact tier)" in pic.caption
         assert pic.caption.endswith("0 of 4 steps differ.") and pic.html == "<svg/>"
 
 
 def test_without_a_golden_the_picture_draws_the_run_alone(tree: Tree, drawn: dict[str, list]) -> None:
-    pic = ft.fresh_train_picture(tree.artifacts(), T)
+    pic = fresh_train_picture(tree.artifacts(), T)
     assert pic.caption.startswith(
         "This run's training loss (line) and eval loss (squares), nats per token, alone: no golden for "
         f"environment cpu-own nor for config {HASH} on any other. Pass needs a golden"
     )
     make_golden(reg_of(tree), "cpu-own", config_hash="old")
-    pic = ft.fresh_train_picture(tree.artifacts(), T)
+    pic = fresh_train_picture(tree.artifacts(), T)
     assert pic.caption.startswith(
         "This run's training loss (line) and eval loss (squares), nats per token, alone: golden cpu-own v1 "
         "was blessed for config old. Pass needs"
@@ -532,12 +562,9 @@ def test_the_unblessed_picture_draws_the_losses_and_the_finite_evals(drawn: dict
 
 
 def test_an_unreadable_registry_has_no_picture(tree: Tree, monkeypatch) -> None:
-    def broken(reg: Registry, m: dict[str, Any]) -> None:
-        raise ft.RegistryError("registry/goldens: unreadable")
-
-    monkeypatch.setattr(ft, "golden_for", broken)
-    with pytest.raises(NoPicture, match=r"^registry/goldens: unreadable$"):
-        ft.fresh_train_picture(tree.artifacts(), T)
+    monkeypatch.setattr(registry_records, "registry_of", lambda a: Broken(a.root / "registry"))
+    with pytest.raises(NoPicture, match=r"^registry/goldens/cpu-own: unreadable$"):
+        fresh_train_picture(tree.artifacts(), T)
 
 
 def test_steps_out_are_the_tiers_own() -> None:
@@ -577,3 +604,33 @@ def test_the_approximate_tier_failing_on_steps_alone_names_no_val_loss() -> None
         "final weights not compared; first step out: 1 (golden 3.5, run 3.6). A real change of the numbers "
         "(lr, init, data order), not machine noise: compare runs/single/loss.csv with the golden's values"
     )
+
+
+def test_a_refused_run_is_read_no_further_but_drawn_against_its_golden(
+    tree: Tree, drawn: dict[str, list]
+) -> None:
+    """The verdict's reading stops at a refusal (the export and the registry unread, as the gate did
+    before it read first); the picture's reading goes on: a refused run is drawn against its golden."""
+    md5 = add_export(tree)
+    write_run(tree, metrics(config_hash="f" * 16))
+    make_golden(reg_of(tree), "cpu-own", config_hash="f" * 16, files=md5)
+    a = tree.artifacts()
+    r = read_fresh_train(a, {})
+    assert r.refused and r.refused[0].startswith("runs/single/metrics.json: config_hash: ffff")
+    assert (r.describes_runs, r.files, r.own_project, r.choice) == (False, None, False, None)
+    assert list(a.read) == ["runs/single/metrics.json"]
+    p = exports.read_fresh_train_picture(tree.artifacts(), {})
+    assert p.refused == r.refused and p.files == md5
+    assert (p.choice.golden.name, p.choice.rel) == ("cpu-own v1", "registry/goldens/cpu-own/v1.json")
+    pic = fresh_train_picture(tree.artifacts(), T)
+    assert drawn["overlay"] and pic.caption.endswith("0 of 4 steps differ.")
+
+
+def test_the_reader_takes_params_for_a_project_of_its_own(tree: Tree) -> None:
+    tree.params = Params({"gates": {}}, "params.yaml", ("fresh_train",))
+    r = read_fresh_train(tree.artifacts(), {})
+    assert (r.refused, r.describes_runs, r.own_project, r.files) == ((), False, True, None)
+    assert r.run == metrics() and fresh_train(tree.artifacts(), POLICY).status == "skip"
+    write_run(tree, metrics(config_hash="f" * 16))
+    refused = read_fresh_train(tree.artifacts(), {})
+    assert refused.run["config_hash"] == "f" * 16 and refused.describes_runs is False

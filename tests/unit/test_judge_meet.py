@@ -411,11 +411,8 @@ def test_what_was_not_applied_is_kept_on_a_failure() -> None:
 
 
 def test_fresh_train_judges_a_loops_run_against_a_golden_of_its_own_eval_steps() -> None:
-    from pathlib import Path
-
     from gates.judges import fresh_train
-    from gates.reading.goldens import Choice
-    from registry.store import Entry
+    from gates.reading.registry_records import Golden, golden_coverage
 
     values = lambda d: {"values": {str(k): v for k, v in d.items()}}  # noqa: E731
     m = record(evals=(0, 5)) | {"env": {"env_id": "cpu-own"}}  # not train.eval_every 3's [0, 3, 6]
@@ -428,7 +425,9 @@ def test_fresh_train_judges_a_loops_run_against_a_golden_of_its_own_eval_steps()
             "metrics": {"train_loss": values(train), "val_loss": values(val)},
         }
         run = m | {"determinism": {"recorder": recorder} if recorder else {}}
-        return fresh_train._judge_against(run, Choice(Entry(Path("g/v1.json"), g), "exact", False), {}, None)
+        return fresh_train._judge_against(
+            run, Golden(g, 1, "exact", False), golden_coverage(run, g), {}, None
+        )
 
     o = judged({0: 5.0, 5: 4.5})
     assert o.status == "pass" and "2 val losses" in o.message, o.message

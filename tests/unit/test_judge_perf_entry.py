@@ -21,18 +21,11 @@ from conftest import REPO
 from contracts.perf_record import StagePerf, shift_ci, stage_perf
 from gates.judges import perf
 from gates.judges.gate import NothingMeasured
-from gates.judges.perf import (
-    BLESS,
-    _perf_stages,
-    baseline_for,
-    judge,
-    memory,
-    memory_check,
-    run_stages,
-    throughput,
-    throughput_check,
-)
+from gates.judges.outcome import Outcome
+from gates.judges.perf import BLESS, StageCheck, memory_check, throughput_check
+from gates.reading import registry_records
 from gates.reading.artifacts import ArtifactError, StageNotRun
+from gates.reading.registry_records import PerfRecords, read_perf, run_stages
 from params.identity import config_identity
 from registry import index
 from registry.sealed import seal
@@ -129,6 +122,23 @@ NOT_RUN = {
 }
 
 
+def judge(a: Any, t: dict, check: StageCheck, what: str) -> Outcome:
+    """perf.judge on what read_perf reads from `a` (gates/reading/registry_records.py)."""
+    return perf.judge(read_perf(a, t), t, check, what)
+
+
+def throughput(a: Any, t: dict) -> Outcome:
+    return perf.throughput(read_perf(a, t), t)
+
+
+def memory(a: Any, t: dict) -> Outcome:
+    return perf.memory(read_perf(a, t), t)
+
+
+def _perf_stages(a: Any) -> tuple[dict, dict | None]:
+    return perf._perf_stages(read_perf(a, {}))
+
+
 # -- run_stages ------------------------------------------------------------------------------------
 
 
@@ -165,17 +175,20 @@ def test_baseline_for_is_the_latest_of_the_first_runs_environment(tmp_path: Path
     bless(tmp_path, {"single": stage("single")})
     bless(tmp_path, {"single": stage("single"), "thread": stage("thread")})
     bless(tmp_path, {"single": stage("single")}, env_id="other")
-    env_id, entry = baseline_for(a, runs)
-    assert env_id == ENV and entry.version == 2 and entry.data["env_id"] == ENV
-    assert sorted(entry.data["stages"]) == ["single", "thread"]
-    assert baseline_for(a, {"thread": runs["thread"]})[1].data["env_id"] == "other"
+    r = read_perf(a, {})
+    base = r.baseline
+    assert r.env_id == ENV and base.version == 2 and base.env_id == ENV
+    assert sorted(base.stages) == ["single", "thread"] and base.rel == f"registry/baselines/{ENV}/v2.json"
+    assert read_perf(Runs(tmp_path, {"thread": runs["thread"]}), {}).baseline.env_id == "other"
+    assert read_perf(Runs(tmp_path, {}), {}) == PerfRecords({}, tuple(NOT_RUN.values()))  # none read
 
 
 def test_no_baseline_is_none_and_a_registry_error_is_an_artifact_error(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "registry").mkdir()
     index.create(tmp_path / "registry")
     runs = {"single": metrics("single")}
-    assert baseline_for(Runs(tmp_path, runs), runs) == (ENV, None)
+    r = read_perf(Runs(tmp_path, runs), {})
+    assert (r.env_id, r.baseline, r.baseline_problem) == (ENV, None, None)
 
     class Broken:
         def __init__(self, root: Path) -> None:
@@ -184,9 +197,11 @@ def test_no_baseline_is_none_and_a_registry_error_is_an_artifact_error(tmp_path:
         def baseline(self, env_id: str) -> None:
             raise RegistryError(f"registry/baselines/{env_id}: unreadable")
 
-    monkeypatch.setattr(perf, "Registry", Broken)
-    with pytest.raises(ArtifactError) as e:
-        baseline_for(Runs(tmp_path, runs), runs)
+    monkeypatch.setattr(registry_records, "Registry", Broken)
+    r = read_perf(Runs(tmp_path, runs), {})
+    assert (r.baseline, r.baseline_problem) == (None, f"registry/baselines/{ENV}: unreadable")
+    with pytest.raises(ArtifactError) as e:  # said where the gate looks at the baseline
+        perf.judge(r, THRESHOLDS, throughput_check, "throughput")
     assert str(e.value) == f"registry/baselines/{ENV}: unreadable" and e.value.__cause__ is None
 
 

@@ -19,10 +19,10 @@ from matplotlib.colors import to_hex
 from test_judge_perf_entry import ENV, MIB, Runs, bless, metrics, stage
 
 from contracts.errors import ValidationError
-from gates.judges import pictures, plots
+from gates.judges import perf, pictures, plots
 from gates.judges.gate import NoPicture, NothingMeasured, Picture, Unpaired
-from gates.judges.perf import perf_picture
 from gates.reading.artifacts import ArtifactError, NonFinite, StageNotRun
+from gates.reading.registry_records import read_perf
 from gates.reading.runs import Run
 from gates.reading.runs import Runs as RunRecords
 from registry import index
@@ -31,6 +31,11 @@ from registry.store import RegistryError
 BLUE, GREY, LIMIT, PURPLE = "#1565c0", "#9e9e9e", "#ef6c00", "#6a1b9a"
 # 0.6: 100 x 0.6 = 60 and 101 x 0.6 = 60.6 print differently; 1 + 0.6, 1 - 0.6 and 2 + 0.6 differ
 PERF = {"perf": {"cpu": {"throughput": "judge", "slowdown": 0.6, "memory_growth": 0.6}}}
+
+
+def perf_picture(a: Any, t: dict, memory: bool) -> Picture:
+    """perf.perf_picture on what read_perf reads from `a`."""
+    return perf.perf_picture(read_perf(a, t), t, memory)
 
 
 @pytest.fixture(autouse=True)
