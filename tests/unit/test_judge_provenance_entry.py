@@ -17,9 +17,23 @@ import yaml
 
 from contracts.fileio import md5_file
 from contracts.machine import facts_hash
-from gates.judges.provenance import THRESHOLD, provenance, repro_record, reuse_text, uncached_problems
+from gates.judges.provenance import THRESHOLD, reuse_text
+from gates.judges.provenance import provenance as judged
+from gates.judges.provenance import uncached_problems as uncached
 from gates.reading.artifacts import ArtifactError
+from gates.reading.machine import fresh_stage, read_machines, repro_record
 from registry.sealed import seal
+
+
+def provenance(a) -> Any:
+    """The verdict on what the reader reads of `a`."""
+    return judged(read_machines(a))
+
+
+def uncached_problems(root: Path) -> list[str]:
+    """The cached outs of train_single in root/dvc.yaml, read, then judged."""
+    return uncached(fresh_stage(root))
+
 
 MACHINE = {"cpu": {"model_name": "Some CPU", "isa": ["avx2"]}, "torch": "2.13.0+cpu"}
 HERE = facts_hash(MACHINE)

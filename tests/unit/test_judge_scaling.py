@@ -25,6 +25,7 @@ from gates.judges.scaling import (
     turn_problems,
     verdicts,
 )
+from gates.reading.measurements import measured_with, read_scaling
 from judge_trees import Tree
 
 
@@ -101,7 +102,7 @@ def judged(tmp_path: Path, s: dict, params: FakeParams = PARAMS, profiles: dict 
     (tmp_path / "bench").mkdir(parents=True, exist_ok=True)
     (tmp_path / "bench" / "scaling.json").write_text(json.dumps(s))
     t.record_out("scaling", "bench/scaling.json")
-    return scaling(t.artifacts(), profiles)
+    return scaling(read_scaling(t.artifacts()), profiles)
 
 
 THRESHOLD = "2:1.5x; band 25%; spread <= 50%; contention <= 50%"
@@ -256,7 +257,7 @@ def test_recompute_without_world_1_has_no_speedup() -> None:
 def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     s = table()
     s.update(profile="gpu", worlds_requested=[1, 2, 4], per_rank_batch=8, seq_len=32, precision="bf16")
-    assert shape_problems(s, PARAMS) == [
+    assert shape_problems(s, measured_with(PARAMS)) == [
         "profile gpu, params.yaml gives cpu",
         "worlds_requested [1, 2, 4], params.yaml gives [1, 2]",
         "per_rank_batch 8, params.yaml gives 4",
@@ -266,7 +267,7 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     s = table()
     del s["results"]["proc"]
     s["results"]["thread"].pop("2")
-    assert shape_problems(s, PARAMS) == [
+    assert shape_problems(s, measured_with(PARAMS)) == [
         "launchers ['thread'], params.yaml gives ['proc', 'thread']",
         "thread: world 2 missing from the table",
     ]
@@ -274,7 +275,7 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     params["scaling"]["worlds"] = [1, 2, 4]
     s = table()
     s["worlds_requested"] = [1, 2, 4]
-    assert shape_problems(s, params) == []  # world 4 beyond the 2 devices present is not asked for
+    assert shape_problems(s, measured_with(params)) == []  # world 4 beyond the 2 devices present is not asked for
     o = judged(tmp_path, {**table(), "seq_len": 8})
     assert (
         o.status == "fail"
@@ -285,7 +286,7 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
 def test_a_missing_world_is_named() -> None:
     s = table()
     del s["results"]["proc"]["2"]
-    assert shape_problems(s, PARAMS) == ["proc: world 2 missing from the table"]
+    assert shape_problems(s, measured_with(PARAMS)) == ["proc: world 2 missing from the table"]
 
 
 def test_rounds_are_whole_and_capped_and_every_window_has_its_readings() -> None:
