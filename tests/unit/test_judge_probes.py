@@ -133,3 +133,19 @@ def test_the_gate_reads_runs_probes_json_and_its_picture_shows_each_probe() -> N
         "within its bound."
     )
     assert GATE.id == "model_probes" and GATE.threshold({}) == THRESHOLD and GATE.run(a, {}).status == "pass"
+
+
+def test_the_gate_judges_records_built_by_hand_no_tree() -> None:
+    from gates.judges.probes import GATE, model_probes, model_probes_picture
+    from gates.reading.measurements import ProbeRecords
+
+    sigma = math.sqrt(N * P * (1 - P))
+    kinds = {
+        "pass": probes(),
+        "inconclusive": probes(dropped=round(N * P + 6 * sigma)),
+        "fail": probes(diff=1.0),
+    }
+    for status, data in kinds.items():
+        assert model_probes(ProbeRecords(data)) == judge(data) and judge(data).status == status
+        assert GATE.judge(ProbeRecords(data), {}).status == status
+    assert model_probes_picture(ProbeRecords(probes(diff=float("nan"))), {}).html.count("nan") == 1

@@ -305,3 +305,36 @@ def test_every_problem_is_counted_and_named(tmp_path: Path) -> None:
         "; reports/repro.json: train_single was restored from the run cache, not trained on this machine "
         "(ran here: none; restored from the run cache from /r: train_single)"
     )
+
+
+# -- the judge on records built by hand, no tree (gates/reading/machine.py reads them) -------------------
+
+
+def test_the_judge_takes_plain_records_and_no_tree() -> None:
+    from gates.reading.machine import MachineRecords, RunMachine
+
+    here = [RunMachine("single", "train_single", "e-s", HERE), RunMachine("proc", "train@proc", "e-p", HERE)]
+    r = MachineRecords(HERE, tuple(here), FRESH_OUTS, None)
+    o = judged(r)
+    assert (o.status, o.measured, o.message) == (
+        "pass",
+        HERE,
+        f"every run made on this machine ({HERE}); {NOT_RECORDED}",
+    )
+    elsewhere = MachineRecords(HERE, (here[0], RunMachine("proc", "train@proc", "e-p", OTHER)), {}, None)
+    o = judged(elsewhere)
+    assert (o.status, o.measured) == ("fail", 1) and o.message == (
+        f"runs/proc was made on machine {OTHER} (e-p), this is {HERE}: a run restored from another environment's "
+        f"cache (dvc repro -f train@proc) ({NOT_RECORDED})"
+    )
+    cached_out = MachineRecords(HERE, (), {"outs": ["runs/single/checkpoints"]}, None)
+    assert judged(cached_out).message == f"{cached('runs/single/checkpoints')} ({NOT_RECORDED})"
+    stale_repro = {"stages": None}
+    o = judged(MachineRecords(HERE, (), {}, stale_repro))
+    assert (o.status, o.message) == (
+        "pass",
+        f"every run made on this machine ({HERE}); reuse not recorded (reports/repro.json is of another dvc.lock: "
+        "an earlier repro)",
+    )
+    restored = {"stages": {"train_single": "restored"}, "remote": "/r", "pulled": False}
+    assert judged(MachineRecords(HERE, (), {}, restored)).status == "fail"

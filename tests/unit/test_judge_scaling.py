@@ -275,7 +275,9 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     params["scaling"]["worlds"] = [1, 2, 4]
     s = table()
     s["worlds_requested"] = [1, 2, 4]
-    assert shape_problems(s, measured_with(params)) == []  # world 4 beyond the 2 devices present is not asked for
+    assert (
+        shape_problems(s, measured_with(params)) == []
+    )  # world 4 beyond the 2 devices present is not asked for
     o = judged(tmp_path, {**table(), "seq_len": 8})
     assert (
         o.status == "fail"
@@ -475,3 +477,25 @@ def test_the_last_cycle_is_checked_too_and_worlds_are_named_in_numeric_order() -
         "windows not taken in turn: the measurements have different numbers of readings (proc world 1 4, "
         "proc world 2 4, thread world 1 4, thread world 2 4, thread world 10 5)"
     ]
+
+
+# ---- the judge on records built by hand, no tree (gates/reading/measurements.py reads them) ----------
+
+
+def test_the_judge_takes_plain_records_and_resolves_params_only_when_floors_exist() -> None:
+    from gates.reading.deferred import Deferred
+    from gates.reading.measurements import ScalingRecords
+
+    r = ScalingRecords(table(), Deferred(measured_with(PARAMS)))
+    o = scaling(r, PROFILES)
+    assert (o.status, o.measured, o.threshold) == ("pass", "proc 1.90x thread 1.90x @2", THRESHOLD)
+    unresolved = ScalingRecords(table(), Deferred(error=KeyError("scaling")))
+    o = scaling(unresolved, {"gpu": PROFILES["cpu"]})  # no floors: failed before params were needed
+    assert (o.status, o.measured, o.threshold) == ("fail", None, None)
+    assert o.message.startswith("bench/scaling.json was measured on profile 'cpu', which has no floors")
+    try:
+        scaling(unresolved, PROFILES)
+    except KeyError as e:
+        assert e.args == ("scaling",)
+    else:
+        raise AssertionError("the params' error was not raised where they are needed")
