@@ -9,7 +9,7 @@ and thresholds in, a verdict out). Two checks hold the second half to "opens no 
   subprocess, shutil, glob, tempfile, yaml, the artifact tree, dvc.lock, the registry), annotates no parameter
   with such a type and calls no `open`.
 tests/unit/test_house_plain_judges.py holds the rules and their negative controls;
-tests/pipeline/test_house_plain_judges.py judges every gate of the real gate tree under no_files().
+tests/pipeline/test_house_plain_judges_tree.py judges every gate of the real gate tree under no_files().
 """
 
 from __future__ import annotations

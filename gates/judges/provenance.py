@@ -19,7 +19,7 @@ from typing import Any
 
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, passed
-from gates.reading.machine import FRESH, REPRO, MachineRecords, read_machines, read_machines_for_picture
+from gates.reading.run_origins import FRESH, REPRO, MachineRecords, read_machines, read_machines_for_picture
 
 THRESHOLD = "every run's machine facts = runs/env.json's; train_single's outs uncached and never restored"
 

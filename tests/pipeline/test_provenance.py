@@ -15,7 +15,7 @@ from contracts.fileio import md5_file
 from gate_tree import check, copy_tree, edit, gate, seal
 from gates.judges.provenance import reuse_text
 from gates.judges.provenance import uncached_problems as uncached
-from gates.reading.machine import fresh_stage
+from gates.reading.run_origins import fresh_stage
 from registry.sealed import seal as registry_seal
 
 

@@ -4,7 +4,7 @@ an Artifacts object or a path, and gives the same verdict with every file closed
 In-process, over hand-built records and a small hand-built tree (tests/judge_trees.py): the rules of
 tests/plain_judges.py on every gate of gates.judges.catalogue.GATES, each with its negative control
 (a judge that opens a file, one that asks Path.exists, one that takes the Artifacts). The real gate
-tree, every gate judged with the disk closed: tests/pipeline/test_house_plain_judges.py.
+tree, every gate judged with the disk closed: tests/pipeline/test_house_plain_judges_tree.py.
 """
 
 from __future__ import annotations
@@ -170,8 +170,10 @@ def test_control_a_judge_that_touches_a_file_is_caught(tmp_path: Path, planted: 
 
 def test_no_files_closes_every_way_to_the_disk_and_reopens_it(tmp_path: Path) -> None:
     import os
-    import subprocess
 
+    import plain_judges
+
+    spawn = plain_judges.subprocess  # the module no_files closes (this test starts no process)
     f = tmp_path / "f.txt"
     f.write_text("x")
 
@@ -187,21 +189,28 @@ def test_no_files_closes_every_way_to_the_disk_and_reopens_it(tmp_path: Path) ->
         "os.path.exists": lambda: os.path.exists(f),
         "os.listdir": lambda: os.listdir(tmp_path),
         "os.scandir": lambda: os.scandir(tmp_path),
+        "os.walk": lambda: list(os.walk(tmp_path)),
         "Path.exists": f.exists,
         "Path.is_file": f.is_file,
         "Path.read_text": f.read_text,
         "Path.iterdir": lambda: list(tmp_path.iterdir()),
         "Path.rglob": lambda: list(tmp_path.rglob("*")),
         "Path.stat": f.stat,
-        "subprocess.run": lambda: subprocess.run(["true"]),
-        "subprocess.Popen": lambda: subprocess.Popen(["true"]),
+        "Path.resolve": f.resolve,
     }
+    run, popen = spawn.run, spawn.Popen
     with no_files():
         for name, step in reach.items():
             with pytest.raises(FileTouched):
                 step()
                 pytest.fail(f"{name} reached the disk")
+        assert spawn.run is not run and spawn.Popen is not popen  # closed: a call raises, starts nothing
+        with pytest.raises(FileTouched, match=r"^subprocess\.run called while judging"):
+            spawn.run(["true"])
+        with pytest.raises(FileTouched, match=r"^subprocess\.Popen called while judging"):
+            spawn.Popen(["true"])
     assert f.read_text() == "x" and f.exists() and os.stat(f).st_size == 1  # every way reopened
+    assert (spawn.run, spawn.Popen) == (run, popen)
 
 
 def test_a_verdict_that_changes_with_files_closed_is_named(tmp_path: Path) -> None:

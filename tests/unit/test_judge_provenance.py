@@ -19,7 +19,7 @@ from contracts.machine import facts_hash
 from gates import __main__ as cli
 from gates.judges.gate import NoPicture
 from gates.judges.provenance import provenance_picture
-from gates.reading.machine import read_machines_for_picture
+from gates.reading.run_origins import read_machines_for_picture
 from params.config import load_thresholds
 
 MACHINE = {"cpu": {"model_name": "Some CPU", "isa": ["avx2"]}, "torch": "2.13.0+cpu"}

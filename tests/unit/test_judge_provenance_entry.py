@@ -21,7 +21,7 @@ from gates.judges.provenance import THRESHOLD, reuse_text
 from gates.judges.provenance import provenance as judged
 from gates.judges.provenance import uncached_problems as uncached
 from gates.reading.artifacts import ArtifactError
-from gates.reading.machine import fresh_stage, read_machines, repro_record
+from gates.reading.run_origins import fresh_stage, read_machines, repro_record
 from registry.sealed import seal
 
 
@@ -307,11 +307,11 @@ def test_every_problem_is_counted_and_named(tmp_path: Path) -> None:
     )
 
 
-# -- the judge on records built by hand, no tree (gates/reading/machine.py reads them) -------------------
+# -- the judge on records built by hand, no tree (gates/reading/run_origins.py reads them) -------------------
 
 
 def test_the_judge_takes_plain_records_and_no_tree() -> None:
-    from gates.reading.machine import MachineRecords, RunMachine
+    from gates.reading.run_origins import MachineRecords, RunMachine
 
     here = [RunMachine("single", "train_single", "e-s", HERE), RunMachine("proc", "train@proc", "e-p", HERE)]
     r = MachineRecords(HERE, tuple(here), FRESH_OUTS, None)
