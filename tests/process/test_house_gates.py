@@ -98,10 +98,10 @@ def gates_constructed(tree: ast.AST) -> list[str]:
 
 
 def unit_problems(gates: list[Gate]) -> list[str]:
-    """Gates whose picture is not drawn in the module that defines the gate (its `run`)."""
+    """Gates whose picture is not drawn in the module that defines the gate (its `judge`)."""
     out = []
     for g in gates:
-        home, drawn = g.run.__module__, getattr(g.picture, "__module__", None)
+        home, drawn = g.judge.__module__, getattr(g.picture, "__module__", None)
         if home in ("gates.judges.catalogue", "gates.judges.pictures", "gates.judges.gate") or drawn != home:
             out.append(f"{g.id}: judged in {home}, drawn in {drawn}")
     return out
@@ -131,7 +131,7 @@ def test_every_gate_is_one_unit_with_its_picture() -> None:
     assert not gates_constructed(parse(REPO / "gates/judges/catalogue.py")), (
         "catalogue.py writes a gate itself"
     )
-    assert {g.run.__module__ for g in catalogue.GATES} >= {
+    assert {g.judge.__module__ for g in catalogue.GATES} >= {
         "gates.judges.ddp",
         "gates.judges.training",
         "gates.judges.pilot",
