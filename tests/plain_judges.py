@@ -178,3 +178,30 @@ def static_problems(source: str, where: str) -> list[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
             problems.append(f"{where}: line {node.lineno} calls open()")
     return problems
+
+
+def main(argv: list[str]) -> int:
+    """`PYTHONPATH=. python3 tests/plain_judges.py ROOT`: every gate of ROOT's tree judged with files closed, one line
+    each (the house test's check on any tree, e.g. /work/main's); exit 1 if a split gate touched one."""
+    from pathlib import Path
+
+    from gates.judges import catalogue
+    from gates.reading.dvclock import DvcLock
+    from params.project import load_judging
+
+    root = Path(argv[0] if argv else ".")
+    params = load_judging(root / "params.yaml")
+    a = Artifacts(root, DvcLock.read(root), params, None)
+    bad = 0
+    for g in catalogue.GATES:
+        problems = plain_problems(g, a, params.thresholds)
+        split = module_of(g) not in NOT_YET_SPLIT
+        bad += bool(split and problems)
+        print(f"{g.id:20} {'split' if split else 'whole_tree':10} {problems[0] if problems else 'plain'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
