@@ -1,4 +1,5 @@
-"""gates/judges/seals.py under mutation (docs/judge-mutation.md): every sealed file against dvc.lock, in-process.
+"""gates/reading/seal_records.py and gates/judges/seals.py under mutation (docs/judge-mutation.md): every
+sealed file against dvc.lock, in-process.
 
 Which stages are in scope (and the stages upstream of them), what dvc.lock lacks, which paths are
 sealed (outs and folder deps), the stale verdict (what gates/reading/dvcstatus.py finds, checked after the
