@@ -78,9 +78,10 @@ def provenance_picture(r: MachineRecords, t: Thresholds) -> Picture:
     """Each run's machine (its facts' hash) beside this one's, recomputed as the gate does."""
     here = r.here
     rows = [
-        f"<tr class='{'ok' if made == here else 'bad'}'><td>runs/{launcher}</td><td><code>{escape(made)}</code>"
-        f"</td><td>{escape(env_id)}</td><td>{'here' if made == here else 'ANOTHER MACHINE'}</td></tr>"
-        for launcher, _, env_id, made in ((x.launcher, x.stage, x.env_id, x.machine) for x in r.runs)
+        f"<tr class='{'ok' if x.machine == here else 'bad'}'><td>runs/{x.launcher}</td><td><code>"
+        f"{escape(x.machine)}</code></td><td>{escape(x.env_id)}</td><td>"
+        f"{'here' if x.machine == here else 'ANOTHER MACHINE'}</td></tr>"
+        for x in r.runs
     ]
     if not rows:
         raise NoPicture("no training stage in this pipeline")

@@ -6,7 +6,7 @@ plain values out; gates/judges/provenance.py opens nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,8 @@ class RunMachine:
 class MachineRecords:
     here: str  # runs/env.json's machine hash, recomputed from its facts
     runs: tuple[RunMachine, ...]  # each training stage this pipeline has
-    fresh_stage: dict[str, Any]  # dvc.yaml's train_single stage ({}: none)
-    repro: dict[str, Any] | None  # reports/repro.json (stages None: of another dvc.lock); None: absent
+    fresh_stage: dict[str, Any] = field(default_factory=dict)  # dvc.yaml's train_single stage ({}: none)
+    repro: dict[str, Any] | None = None  # reports/repro.json (stages None: of another dvc.lock); None: absent
 
 
 def this_machine(a: Artifacts) -> str:
@@ -102,4 +102,4 @@ def read_machines(a: Artifacts, t: Any = None) -> MachineRecords:
 
 def read_machines_for_picture(a: Artifacts, t: Any = None) -> MachineRecords:
     """What the picture draws: this machine and each run's (dvc.yaml and the repro record unread)."""
-    return MachineRecords(this_machine(a), run_machines(a), {}, None)
+    return MachineRecords(this_machine(a), run_machines(a))
