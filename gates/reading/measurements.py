@@ -52,4 +52,4 @@ def read_probes(a: Artifacts, t: Any = None, refuse_non_finite: bool = True) -> 
 
 
 def read_probes_for_picture(a: Artifacts, t: Any = None) -> ProbeRecords:
-    return read_probes(a, t, refuse_non_finite=False)
+    return read_probes(a, refuse_non_finite=False)

@@ -498,6 +498,19 @@ def test_the_gate_takes_the_declared_scope_from_its_thresholds(tmp_path: Path) -
     )
 
 
+def test_the_gate_takes_the_working_declaration_with_a_params_file_outside_git(tmp_path: Path) -> None:
+    from gates.judges.seals import GATE
+    from params.config import Params
+
+    lk = scoped_tree(tmp_path)
+    (tmp_path / "params.yaml").write_text("gates:\n  scope:\n    stages: [make]\n")
+    a = Artifacts(tmp_path, lk, Params(raw={"gates": {}}, source=str(tmp_path / "params.yaml")))
+    assert GATE.run(a, {"scope": {"stages": ["make"]}}).message == "3 files of 1 stages equal dvc.lock"
+    assert GATE.run(a, {}).message.endswith(
+        "; scope not declared (gates.scope.stages): judged the stages dvc.yaml defines"
+    )
+
+
 def test_the_gate_holds_a_project_in_git_to_the_committed_declaration(tmp_path: Path) -> None:
     import subprocess
 
