@@ -30,6 +30,7 @@ import sys, time
 t0 = time.perf_counter()
 from pathlib import Path
 from gates.judges import seals
+from gates.reading import seal_records
 from gates.reading.artifacts import Artifacts
 from gates.reading.dvclock import DvcLock
 root = Path(sys.argv[1])
@@ -37,8 +38,8 @@ t1 = time.perf_counter()
 a = Artifacts(root, DvcLock.read(root))
 t2 = time.perf_counter()
 if sys.argv[2] == "1":
-    seals.prefetch = lambda lock, paths: None  # one thread: the gate's own loop hashes each file
-o = seals.seals(a)
+    seal_records.prefetch = lambda lock, paths: None  # one thread: the gate's own loop hashes each file
+o = seals.seals(seal_records.seal_records(a))
 t3 = time.perf_counter()
 print(f"threads {sys.argv[2]}: {o.status} {o.measured} files; import {t1 - t0:.2f} s, "
       f"dvc.lock+dvc.yaml {t2 - t1:.3f} s, hashing {t3 - t2:.3f} s")

@@ -20,6 +20,7 @@ from contracts.numbers import rel_diff
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, passed, rel_diffs
 from gates.judges.tolerance import Approx, Exact, Verdict
+from gates.judges.training import refusal
 from gates.reading.exports import FreshTrainRecords, read_fresh_train, read_fresh_train_picture
 from gates.reading.registry_records import Golden, GoldenChoice, OwnGolden
 from registry.store import compare_files
@@ -29,25 +30,13 @@ EXACT = Exact()
 
 def fresh_train(r: FreshTrainRecords, policy: dict[str, Any]) -> Outcome:
     if r.refused:
-        return refusal(r.refused, r.describes_runs)
+        return refusal(list(r.refused), r.describes_runs, None)  # type: ignore[return-value]
     # fail or skip without a golden: the project's own `gates.fresh_train.unblessed`; a project of its own
     # that leaves the section to the harness is not held to our pipeline's 'fail' before it has blessed
     # anything: skip, saying how to bless
     own = "skip"  # pragma: no mutate -- equivalent: _no_golden fails on "fail" only
     unblessed = own if r.own_project else policy["unblessed"]
     return judge(r.run, r.choice or GoldenChoice(), policy, r.files, unblessed)
-
-
-def refusal(problems: tuple[str, ...], describes_runs: bool) -> Outcome:
-    """A fail naming every way the run disagrees with its own record (and params.yaml, where it
-    describes runs)."""
-    tail = (
-        "Refusing to compare runs that are not what params.yaml describes: rerun them (dvc repro) with "
-        "this params.yaml"
-        if describes_runs
-        else "Refusing to judge runs whose records contradict themselves: rerun them (dvc repro)"
-    )
-    return failed(None, None, "; ".join(problems) + ". " + tail)
 
 
 def judge(

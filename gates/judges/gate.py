@@ -43,11 +43,6 @@ class Unpaired(Exception):
         self.picture = picture
 
 
-def whole_tree(a: Artifacts, t: Thresholds) -> Artifacts:
-    """The reader of a gate not yet split into reading and judging: the judge gets the tree itself."""
-    return a
-
-
 @dataclass(frozen=True)
 class Gate:
     id: str
@@ -60,7 +55,7 @@ class Gate:
     takes: tuple[str, ...]
     picture: Callable[[Any, Thresholds], Picture]  # defined in the gate's own module, from its records
     # gates/reading/: the artifact files -> the plain records `judge` takes (raises StageNotRun, ...)
-    read: Callable[[Artifacts, Thresholds], Any] = whole_tree
+    read: Callable[[Artifacts, Thresholds], Any]
     # the records `picture` takes, read without refusing non-finite numbers (None: `read`'s)
     read_for_picture: Callable[[Artifacts, Thresholds], Any] | None = None
 

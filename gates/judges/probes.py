@@ -16,10 +16,9 @@ from typing import Any
 
 from gates.judges.gate import Gate, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, inconclusive, passed
-from gates.reading.artifacts import Artifacts
+from gates.reading.measurements import PROBES as REL
+from gates.reading.measurements import ProbeRecords, read_probes, read_probes_for_picture
 
-STAGE = "probes"
-REL = "runs/probes.json"
 # fp32 attention in two summation orders differs by a few ulps of the output: 1e-5 of its scale.
 ATTN_RTOL, ATTN_ATOL = 1e-5, 1e-6
 # z-scores of one seeded binomial draw: a correct dropout lies within Z_PASS (p ~ 6e-7 to exceed);
@@ -49,8 +48,8 @@ def dropout_z(r: dict[str, Any]) -> tuple[float, float]:
     return z_mean, z_drop
 
 
-def model_probes(a: Artifacts) -> Outcome:
-    return judge(a.json(REL, "probes.schema.json", STAGE))
+def model_probes(r: ProbeRecords) -> Outcome:
+    return judge(r.data)
 
 
 def judge(data: dict[str, Any]) -> Outcome:
@@ -77,8 +76,9 @@ def judge(data: dict[str, Any]) -> Outcome:
     )
 
 
-def model_probes_picture(a: Artifacts, t: Thresholds) -> Picture:
-    data = a.json(REL, "probes.schema.json", STAGE, refuse_non_finite=False)
+def model_probes_picture(r: ProbeRecords, t: Thresholds) -> Picture:
+    """The raw numbers against their bounds (read without refusing a NaN: it is drawn)."""
+    data = r.data
     attn, drop = data["attention_paths"], data["dropout_mean"]
     z_mean, z_drop = dropout_z(drop)
     bound = ATTN_ATOL + ATTN_RTOL * attn["max_abs_ref"]
@@ -101,11 +101,13 @@ GATE = Gate(
     checks="runs/probes.json: the attention-dropout path at p=0 equals SDPA (GQA) to fp32 rounding; "
     "dropout on ones keeps the mean 1 and drops a fraction p (binomial z-scores)",
     threshold=lambda t: THRESHOLD,
-    judge=lambda a, t: model_probes(a),
+    judge=lambda r, t: model_probes(r),
     why="dropout is 0 in every profile and the pilot compares launchers with each other: a feature-path "
     "bug every launcher shares passes every other gate (issue #24's campaign found two)",
     investigate="python -m pipeline.probes --out /tmp/p.json; the message names the path "
     "(xtrain/core/model.py Attention._attention_with_dropout or Dropout)",
     takes=(),
     picture=model_probes_picture,
+    read=read_probes,
+    read_for_picture=read_probes_for_picture,
 )

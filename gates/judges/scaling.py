@@ -27,18 +27,17 @@ from typing import Any
 from contracts.perf_record import Judged, judge_measurements, judged_spread, others_share, waited_share
 from gates.judges.gate import Gate, NoPicture, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, inconclusive, passed
-from gates.reading.artifacts import Artifacts
-from params.config import Params
+from gates.reading.measurements import MeasuredWith, ScalingRecords, read_scaling
 
 Table = dict[str, dict[int, dict[str, float]]]  # launcher -> world -> recomputed figures
 
 
-def shape_problems(s: dict[str, Any], params: Params) -> list[str]:
+def shape_problems(s: dict[str, Any], params: MeasuredWith) -> list[str]:
     """bench/scaling.json against what params.yaml says was measured (scaling.sets applied)."""
-    sc, t = params["scaling"], params.scaling_workload()["train"]
+    sc, t = params.scaling, params.train
     want_worlds = [w for w in sc["worlds"] if w <= s["device_count"]]
     claims = {
-        "profile": (s["profile"], params["profile"]),
+        "profile": (s["profile"], params.profile),
         "worlds_requested": (s["worlds_requested"], sc["worlds"]),
         "worlds": (s["worlds"], want_worlds),
         "launchers": (sorted(s["results"]), sorted(sc["launchers"])),
@@ -206,8 +205,9 @@ def verdicts(s: dict[str, Any], th: dict[str, Any], need: int) -> tuple[list[str
     return sure, unsure, contended
 
 
-def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
-    s = a.json("bench/scaling.json", "scaling.schema.json", "scaling")
+def scaling(r: ScalingRecords, profiles: dict[str, Any]) -> Outcome:
+    """The verdict on bench/scaling.json's windows against the floors of its profile."""
+    s = r.table
     profile = s["profile"]
     if profile not in profiles:
         return failed(
@@ -225,7 +225,8 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
     if "max_contention_gap" in th:
         threshold += f", pairs within {100 * th['max_contention_gap']:.0f} points"
     table, wrong = recompute(s)
-    refused = shape_problems(s, a.params) + wrong
+    params = r.params.get()
+    refused = shape_problems(s, params) + wrong
     top = max(s["worlds"])
     measured = (
         " ".join(f"{k} {v[top]['speedup']:.2f}x" for k, v in sorted(table.items()) if top in v) + f" @{top}"
@@ -234,7 +235,7 @@ def scaling(a: Artifacts, profiles: dict[str, Any]) -> Outcome:
         return failed(
             measured, threshold, "bench/scaling.json: " + "; ".join(refused) + ". Rerun: dvc repro scaling"
         )
-    sc = a.params["scaling"]
+    sc = params.scaling
     rounds = rounds_text(s, sc)
     sure, unsure, contended = verdicts(s, th, sc["windows"])
     if sure:
@@ -296,10 +297,10 @@ def _throughput_panel(ax: Any, s: dict[str, Any]) -> list[str]:
     return missing
 
 
-def scaling_picture(a: Artifacts, t: Thresholds) -> Picture:
+def scaling_picture(r: ScalingRecords, t: Thresholds) -> Picture:
     from gates.judges import plots
 
-    s = a.json("bench/scaling.json", "scaling.schema.json", "scaling")
+    s = r.table
     profile = t["scaling"].get(s["profile"])
     if profile is None:
         raise NoPicture(f"profile {s['profile']!r} has no floors in params.yaml gates.scaling")
@@ -344,10 +345,11 @@ GATE = Gate(
     checks="bench/scaling.json: every world present for each launcher, speedup(w) >= floor(w), "
     "thread and proc throughput within a band",
     threshold=lambda t: "speedup floors and band of the measured profile (" + ", ".join(t["scaling"]) + ")",
-    judge=lambda a, t: scaling(a, t["scaling"]),
+    judge=lambda r, t: scaling(r, t["scaling"]),
     why="a change that keeps numerics but loses throughput at scale is still a regression",
     investigate="bench/scaling.png; rerun one launcher/world with python -m pipeline.scaling; on GPU profile "
     "the step (python -m pipeline.bench) and the all-reduce overlap",
     takes=("scaling",),
     picture=scaling_picture,
+    read=read_scaling,
 )

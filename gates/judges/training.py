@@ -14,11 +14,8 @@ from typing import Any
 from gates.judges.gate import Gate, NothingMeasured, Picture, Thresholds
 from gates.judges.outcome import Outcome, failed, fmt, passed
 from gates.judges.tolerance import Approx
-from gates.reading import expect
-from gates.reading.artifacts import Artifacts
 from gates.reading.expect import foreign_recorder
 from gates.reading.runs import (
-    RUN_STAGE,
     FiniteRecords,
     Metrics,
     Runs,
@@ -30,18 +27,6 @@ from gates.reading.runs import (
 # param_sum is a float64 sum over n parameters: equal replicas may still differ by this much per
 # parameter and unit of the sum's size (one rounding per addition).
 SUM_NOISE = 2.0**-52
-
-
-# run_metrics and refuse: fresh_train's reading until its own reading module is merged (the lead deletes
-# them with whole_tree); the gates here read through gates/reading/runs.py and judge with `refusal`.
-def run_metrics(a: Artifacts, run: str) -> dict[str, Any]:
-    return a.json(f"runs/{run}/metrics.json", "metrics.schema.json", RUN_STAGE[run])
-
-
-def refuse(a: Artifacts, runs: list[tuple[str, dict[str, Any]]], threshold: Any) -> Outcome | None:
-    """`refusal` of the problems of these runs (read here)."""
-    problems = [p for run, m in runs for p in expect.run_problems(a.params, run, m)]
-    return refusal(problems, a.params is not None and a.params.describes_runs, threshold)
 
 
 def refusal(problems: list[str], describes_runs: bool, threshold: Any) -> Outcome | None:

@@ -13,8 +13,15 @@ import yaml
 
 from contracts.fileio import md5_file
 from gate_tree import check, copy_tree, edit, gate, seal
-from gates.judges.provenance import reuse_text, uncached_problems
+from gates.judges.provenance import reuse_text
+from gates.judges.provenance import uncached_problems as uncached
+from gates.reading.run_origins import fresh_stage
 from registry.sealed import seal as registry_seal
+
+
+def uncached_problems(root: Path) -> list[str]:
+    return uncached(fresh_stage(root))
+
 
 pytestmark = [pytest.mark.tree, pytest.mark.xdist_group("tree")]
 

@@ -1,4 +1,5 @@
-"""gates/judges/seals.py under mutation (docs/judge-mutation.md): every sealed file against dvc.lock, in-process.
+"""gates/reading/seal_records.py and gates/judges/seals.py under mutation (docs/judge-mutation.md): every
+sealed file against dvc.lock, in-process.
 
 Which stages are in scope (and the stages upstream of them), what dvc.lock lacks, which paths are
 sealed (outs and folder deps), the stale verdict (what gates/reading/dvcstatus.py finds, checked after the
@@ -14,25 +15,39 @@ import pytest
 import yaml
 
 from contracts.fileio import md5_file
-from gates.judges.seals import (
-    MAX_NAMED,
+from gates.judges import seals as judge
+from gates.judges.seals import MAX_NAMED, named, pass_text
+from gates.reading.artifacts import Artifacts
+from gates.reading.dvclock import DvcLock, dir_listing, dir_md5
+from gates.reading.dvcstatus import Change, frozen, status
+from gates.reading.dvcyaml import Out, StageDef
+from gates.reading.seal_records import (
     differences,
     in_scope,
     missing,
-    named,
-    out_of_scope,
-    pass_text,
     recorded_md5,
+    seal_records,
     sealed_paths,
-    seals,
-    stale,
-    thawed,
     upstream,
 )
-from gates.reading.artifacts import Artifacts
-from gates.reading.dvclock import DvcLock, dir_listing, dir_md5
-from gates.reading.dvcstatus import Change
-from gates.reading.dvcyaml import Out, StageDef
+
+
+def seals(a: Artifacts, declared: list[str] | None = None):
+    """The seals' verdict on what the reader reads of `a` (gates/reading/seal_records.py)."""
+    return judge.seals(seal_records(a, declared))
+
+
+def stale(lk: DvcLock, stages: list[str]):
+    return judge.stale(status(lk, stages))
+
+
+def thawed(lk: DvcLock, stages: list[str]):
+    return judge.thawed(frozen(lk, stages))
+
+
+def out_of_scope(a: Artifacts, declared: list[str] | None):
+    return judge.out_of_scope(seal_records(a, declared).scope_problems)
+
 
 STAGES = {
     "corpus": {"outs": [{"path": "data/corpus.txt", "md5": "c1"}]},
@@ -321,7 +336,7 @@ def test_every_gap_of_a_partial_lock_is_named(tmp_path: Path) -> None:
 
 
 def test_prefetch_hashes_every_sealed_file_ahead(tmp_path: Path) -> None:
-    from gates.judges.seals import prefetch
+    from gates.reading.seal_records import prefetch
 
     folder(tmp_path)
     (tmp_path / "e").mkdir()
@@ -342,7 +357,7 @@ def test_recorded_md5_of_a_dep_or_no_entry() -> None:
 
 
 def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) -> None:
-    from gates.judges.seals import seals_picture
+    from gates.judges.seals import GATE
 
     lk = sealed_tree(tmp_path)
     dmd5 = lk.stages["make"]["outs"][0]["md5"]
@@ -359,7 +374,7 @@ def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) 
     lk.definitions["make"] = StageDef(
         None, ("code.py", "same.py", "new.py"), outs=lk.definitions["make"].outs
     )
-    pic = seals_picture(Artifacts(tmp_path, lk), {})
+    pic = GATE.draw(Artifacts(tmp_path, lk), {})
 
     def row(name: str, expected: str, actual: str | None) -> str:
         ok = expected == actual
@@ -384,7 +399,7 @@ def test_the_picture_lists_every_sealed_path_and_each_stale_dep(tmp_path: Path) 
         "registry/models, and each file dep (code, schema) that changed since dvc repro, hashed now. "
         "Pass: every row equal, no stage or out missing from dvc.lock, no params value changed."
     )
-    scoped = seals_picture(Artifacts(tmp_path, lk, scope=["nothing"]), {})
+    scoped = GATE.draw(Artifacts(tmp_path, lk, scope=["nothing"]), {})
     assert "<tr" not in scoped.html.replace("<tr><th>", "")
 
 
@@ -483,6 +498,19 @@ def test_the_gate_takes_the_declared_scope_from_its_thresholds(tmp_path: Path) -
     )
 
 
+def test_the_gate_takes_the_working_declaration_with_a_params_file_outside_git(tmp_path: Path) -> None:
+    from gates.judges.seals import GATE
+    from params.config import Params
+
+    lk = scoped_tree(tmp_path)
+    (tmp_path / "params.yaml").write_text("gates:\n  scope:\n    stages: [make]\n")
+    a = Artifacts(tmp_path, lk, Params(raw={"gates": {}}, source=str(tmp_path / "params.yaml")))
+    assert GATE.run(a, {"scope": {"stages": ["make"]}}).message == "3 files of 1 stages equal dvc.lock"
+    assert GATE.run(a, {}).message.endswith(
+        "; scope not declared (gates.scope.stages): judged the stages dvc.yaml defines"
+    )
+
+
 def test_the_gate_holds_a_project_in_git_to_the_committed_declaration(tmp_path: Path) -> None:
     import subprocess
 
@@ -512,7 +540,7 @@ def test_the_scope_is_the_verdict_before_a_folder_dvc_refuses_to_hash(tmp_path: 
 
 
 def test_a_file_that_cannot_be_hashed_is_raised_after_the_scope(tmp_path: Path, monkeypatch) -> None:
-    from gates.judges import seals as module
+    from gates.reading import seal_records as module
 
     def broken(lock: DvcLock, paths: list) -> None:
         raise OSError("unreadable")

@@ -27,6 +27,7 @@ from gate_tree import write_pipeline
 from gates.judges.scaling import scaling
 from gates.reading.artifacts import Artifacts
 from gates.reading.dvclock import DvcLock
+from gates.reading.measurements import read_scaling
 from params.config import ScalingConfig, load_params
 from xtrain.bench.conductor import Conductor, turn_order
 from xtrain.bench.remeasure import Remeasure, remeasure, wants_another_round
@@ -197,7 +198,7 @@ def verdict(tmp: Path, measured: Measured) -> tuple[str, str]:
     contract.write("scaling", root / "bench" / "scaling.json", record)
     write_pipeline(root, ["scaling"])  # dvc.yaml and a dvc.lock sealing the record (the gates need both)
     bounds = {**params["gates"]["scaling"], "cpu": BOUNDS}
-    out = scaling(Artifacts(root, DvcLock.read(root), params), bounds)
+    out = scaling(read_scaling(Artifacts(root, DvcLock.read(root), params)), bounds)
     return out.status, out.message
 
 

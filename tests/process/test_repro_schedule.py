@@ -121,7 +121,7 @@ def test_the_repro_record_is_sealed_and_names_the_dvc_lock_it_left(
 ) -> None:
     """Issue #51: reports/repro.json is written outside DVC: sealed, provenance refuses a hand edit."""
     from contracts.fileio import md5_file
-    from gates.judges.provenance import repro_record
+    from gates.reading.run_origins import repro_record
     from pipeline import repro
 
     monkeypatch.chdir(tmp_path)

@@ -43,9 +43,9 @@ from contracts import gguf_check
 from contracts.errors import ValidationError
 from contracts.fileio import canonical_json
 from contracts.gguf_format import gguf_name
-from gates.judges import closed_loop, consistency, ddp, fresh_train, pilot, seals
+from gates.judges import closed_loop, consistency, ddp, fresh_train, pilot
 from gates.judges.tolerance import Approx, Exact, _Tolerance
-from gates.reading import dvclock, dvcstatus, expect, exports, goldens, registry_records
+from gates.reading import dvclock, dvcstatus, expect, exports, goldens, registry_records, seal_records
 from gates.reading import runs as run_records
 from hypothesis_profiles import examples
 from params.cadence import eval_steps
@@ -587,7 +587,7 @@ def test_the_dropout_cell_requires_masks_at_every_step() -> None:
     dropout_cell_property()()
 
 
-# ---- digests DVC recorded: gates/reading/dvclock.py, gates/judges/seals.py, gates/reading/dvcstatus.py ----
+# ---- digests DVC recorded: gates/reading/dvclock.py, gates/reading/seal_records.py, gates/reading/dvcstatus.py ----
 
 LISTING = st.dictionaries(
     st.tuples(st.sampled_from(["", "sub/"]), FILE_NAME).map("".join), digests(32), min_size=1, max_size=5
@@ -621,7 +621,7 @@ def test_the_dir_hash_holds_every_digit_and_name_of_its_listing() -> None:
 
 
 def file_out_property(
-    differences: Callable[..., tuple[int, list[str]]] = seals.differences,
+    differences: Callable[..., tuple[int, list[str]]] = seal_records.differences,
     path_change: Callable[..., Any] = dvcstatus.path_change,
     cfg: settings | None = None,
 ) -> Prop:
@@ -683,10 +683,10 @@ def folder_out_property(cfg: settings | None = None) -> Prop:
                 (root / "out" / rel).write_bytes(content)
             lock = dvclock.DvcLock(root, {})
             now = lock.listing("out")
-            assert seals.differences(lock, "out", write_dir_object(root, now)) == (len(files), [])
+            assert seal_records.differences(lock, "out", write_dir_object(root, now)) == (len(files), [])
 
             def named(recorded: list[dict[str, str]], where: str, *want: tuple[str, str, str]) -> None:
-                got = seals.differences(lock, "out", write_dir_object(root, recorded))[1]
+                got = seal_records.differences(lock, "out", write_dir_object(root, recorded))[1]
                 lines = [f"out/{rel}: md5 {a}, dvc.lock recorded {b}" for rel, a, b in sorted(want)]
                 assert got == lines, f"UNSEEN {where}: {got}"
 
@@ -1507,7 +1507,7 @@ CONTROLS += [
     (
         "seals differences: 8 hex digits of a sealed file",
         lambda mp, tmp: file_out_property(
-            planted(seals, "differences", "md5 == recorded", "md5[:8] == recorded[:8]"), cfg=no_shrink(None)
+            planted(seal_records, "differences", "md5 == recorded", "md5[:8] == recorded[:8]"), cfg=no_shrink(None)
         ),
         r"UNSEEN sealed md5 at hex (\d+)",
         8,

@@ -114,12 +114,13 @@ class Reader:
 
 def test_the_gate_reads_runs_probes_json_and_its_picture_shows_each_probe() -> None:
     from gates.judges.probes import GATE, model_probes, model_probes_picture
+    from gates.reading.measurements import read_probes, read_probes_for_picture
 
     a = Reader(probes(diff=3e-6))
-    assert model_probes(a).status == "pass" and a.asked == [
+    assert model_probes(read_probes(a)).status == "pass" and a.asked == [
         ("runs/probes.json", "probes.schema.json", "probes", True)
     ]
-    pic = model_probes_picture(a, {})
+    pic = model_probes_picture(read_probes_for_picture(a), {})
     assert a.asked[-1] == ("runs/probes.json", "probes.schema.json", "probes", False)
     assert pic.html == (
         "<table class='files'><tr><th>probe</th><th>measured</th><th>pass</th></tr>"
@@ -132,3 +133,19 @@ def test_the_gate_reads_runs_probes_json_and_its_picture_shows_each_probe() -> N
         "within its bound."
     )
     assert GATE.id == "model_probes" and GATE.threshold({}) == THRESHOLD and GATE.run(a, {}).status == "pass"
+
+
+def test_the_gate_judges_records_built_by_hand_no_tree() -> None:
+    from gates.judges.probes import GATE, model_probes, model_probes_picture
+    from gates.reading.measurements import ProbeRecords
+
+    sigma = math.sqrt(N * P * (1 - P))
+    kinds = {
+        "pass": probes(),
+        "inconclusive": probes(dropped=round(N * P + 6 * sigma)),
+        "fail": probes(diff=1.0),
+    }
+    for status, data in kinds.items():
+        assert model_probes(ProbeRecords(data)) == judge(data) and judge(data).status == status
+        assert GATE.judge(ProbeRecords(data), {}).status == status
+    assert model_probes_picture(ProbeRecords(probes(diff=float("nan"))), {}).html.count("nan") == 1

@@ -19,6 +19,7 @@ from contracts.machine import facts_hash
 from gates import __main__ as cli
 from gates.judges.gate import NoPicture
 from gates.judges.provenance import provenance_picture
+from gates.reading.run_origins import read_machines_for_picture
 from params.config import load_thresholds
 
 MACHINE = {"cpu": {"model_name": "Some CPU", "isa": ["avx2"]}, "torch": "2.13.0+cpu"}
@@ -58,7 +59,7 @@ TRAINS = {"train_single", "train@thread", "train@proc"}
 
 def test_each_run_is_a_row_beside_this_machine() -> None:
     a = Records({k: run_env(f"e-{k}") for k in ("single", "thread", "proc")}, TRAINS)
-    pic = provenance_picture(a, {})
+    pic = provenance_picture(read_machines_for_picture(a), {})
     assert pic.html == (
         "<table class='files'><tr><th>run</th><th>machine</th><th>environment</th><th>this machine: "
         f"<code>{HERE}</code></th></tr>"
@@ -81,7 +82,7 @@ def test_each_run_is_a_row_beside_this_machine() -> None:
 
 def test_a_run_from_another_machine_is_a_bad_row_and_escaped() -> None:
     a = Records({"thread": run_env("<e>", model_name="Other CPU")}, {"train@thread"})
-    html = provenance_picture(a, {}).html
+    html = provenance_picture(read_machines_for_picture(a), {}).html
     other = facts_hash({**MACHINE, "cpu": {**MACHINE["cpu"], "model_name": "Other CPU"}})
     assert f"<tr class='bad'><td>runs/thread</td><td><code>{other}</code></td><td>&lt;e&gt;</td>" in html
     assert html.endswith("<td>ANOTHER MACHINE</td></tr></table>") and "runs/single" not in html
@@ -89,7 +90,7 @@ def test_a_run_from_another_machine_is_a_bad_row_and_escaped() -> None:
 
 def test_a_pipeline_without_training_has_no_picture() -> None:
     with pytest.raises(NoPicture, match=r"^no training stage in this pipeline$"):
-        provenance_picture(Records({}, set()), {})
+        provenance_picture(read_machines_for_picture(Records({}, set())), {})
 
 
 def formats(tmp_path: Path, **flags: str | None) -> argparse.Namespace:
@@ -162,7 +163,8 @@ def test_the_gate_names_each_run_made_elsewhere_and_refuses_a_forged_env_record(
         {"single": run_env("e-s"), "proc": run_env("e-p", model_name="Other CPU")}, TRAINS - {"train@thread"}
     )
     other = facts_hash({**MACHINE, "cpu": {**MACHINE["cpu"], "model_name": "Other CPU"}})
-    assert machine_problems(a) == (
+    r = read_machines_for_picture(a)
+    assert (r.here, machine_problems(r)) == (
         HERE,
         [
             f"runs/proc was made on machine {other} (e-p), this is {HERE}: a run restored from another "
@@ -173,4 +175,4 @@ def test_the_gate_names_each_run_made_elsewhere_and_refuses_a_forged_env_record(
     with pytest.raises(
         ArtifactError, match=rf"^runs/env.json: machine_hash 00000000, its facts hash to {HERE}$"
     ):
-        machine_problems(a)
+        read_machines_for_picture(a)

@@ -17,9 +17,23 @@ import yaml
 
 from contracts.fileio import md5_file
 from contracts.machine import facts_hash
-from gates.judges.provenance import THRESHOLD, provenance, repro_record, reuse_text, uncached_problems
+from gates.judges.provenance import THRESHOLD, reuse_text
+from gates.judges.provenance import provenance as judged
+from gates.judges.provenance import uncached_problems as uncached
 from gates.reading.artifacts import ArtifactError
+from gates.reading.run_origins import fresh_stage, read_machines, repro_record
 from registry.sealed import seal
+
+
+def provenance(a) -> Any:
+    """The verdict on what the reader reads of `a`."""
+    return judged(read_machines(a))
+
+
+def uncached_problems(root: Path) -> list[str]:
+    """The cached outs of train_single in root/dvc.yaml, read, then judged."""
+    return uncached(fresh_stage(root))
+
 
 MACHINE = {"cpu": {"model_name": "Some CPU", "isa": ["avx2"]}, "torch": "2.13.0+cpu"}
 HERE = facts_hash(MACHINE)
@@ -291,3 +305,36 @@ def test_every_problem_is_counted_and_named(tmp_path: Path) -> None:
         "; reports/repro.json: train_single was restored from the run cache, not trained on this machine "
         "(ran here: none; restored from the run cache from /r: train_single)"
     )
+
+
+# -- the judge on records built by hand, no tree (gates/reading/run_origins.py reads them) -------------------
+
+
+def test_the_judge_takes_plain_records_and_no_tree() -> None:
+    from gates.reading.run_origins import MachineRecords, RunMachine
+
+    here = [RunMachine("single", "train_single", "e-s", HERE), RunMachine("proc", "train@proc", "e-p", HERE)]
+    r = MachineRecords(HERE, tuple(here), FRESH_OUTS, None)
+    o = judged(r)
+    assert (o.status, o.measured, o.message) == (
+        "pass",
+        HERE,
+        f"every run made on this machine ({HERE}); {NOT_RECORDED}",
+    )
+    elsewhere = MachineRecords(HERE, (here[0], RunMachine("proc", "train@proc", "e-p", OTHER)), {}, None)
+    o = judged(elsewhere)
+    assert (o.status, o.measured) == ("fail", 1) and o.message == (
+        f"runs/proc was made on machine {OTHER} (e-p), this is {HERE}: a run restored from another environment's "
+        f"cache (dvc repro -f train@proc) ({NOT_RECORDED})"
+    )
+    cached_out = MachineRecords(HERE, (), {"outs": ["runs/single/checkpoints"]}, None)
+    assert judged(cached_out).message == f"{cached('runs/single/checkpoints')} ({NOT_RECORDED})"
+    stale_repro = {"stages": None}
+    o = judged(MachineRecords(HERE, (), {}, stale_repro))
+    assert (o.status, o.message) == (
+        "pass",
+        f"every run made on this machine ({HERE}); reuse not recorded (reports/repro.json is of another dvc.lock: "
+        "an earlier repro)",
+    )
+    restored = {"stages": {"train_single": "restored"}, "remote": "/r", "pulled": False}
+    assert judged(MachineRecords(HERE, (), {}, restored)).status == "fail"

@@ -25,6 +25,7 @@ from gates.judges.scaling import (
     turn_problems,
     verdicts,
 )
+from gates.reading.measurements import measured_with, read_scaling
 from judge_trees import Tree
 
 
@@ -101,7 +102,7 @@ def judged(tmp_path: Path, s: dict, params: FakeParams = PARAMS, profiles: dict 
     (tmp_path / "bench").mkdir(parents=True, exist_ok=True)
     (tmp_path / "bench" / "scaling.json").write_text(json.dumps(s))
     t.record_out("scaling", "bench/scaling.json")
-    return scaling(t.artifacts(), profiles)
+    return scaling(read_scaling(t.artifacts()), profiles)
 
 
 THRESHOLD = "2:1.5x; band 25%; spread <= 50%; contention <= 50%"
@@ -256,7 +257,7 @@ def test_recompute_without_world_1_has_no_speedup() -> None:
 def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     s = table()
     s.update(profile="gpu", worlds_requested=[1, 2, 4], per_rank_batch=8, seq_len=32, precision="bf16")
-    assert shape_problems(s, PARAMS) == [
+    assert shape_problems(s, measured_with(PARAMS)) == [
         "profile gpu, params.yaml gives cpu",
         "worlds_requested [1, 2, 4], params.yaml gives [1, 2]",
         "per_rank_batch 8, params.yaml gives 4",
@@ -266,7 +267,7 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     s = table()
     del s["results"]["proc"]
     s["results"]["thread"].pop("2")
-    assert shape_problems(s, PARAMS) == [
+    assert shape_problems(s, measured_with(PARAMS)) == [
         "launchers ['thread'], params.yaml gives ['proc', 'thread']",
         "thread: world 2 missing from the table",
     ]
@@ -274,7 +275,9 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
     params["scaling"]["worlds"] = [1, 2, 4]
     s = table()
     s["worlds_requested"] = [1, 2, 4]
-    assert shape_problems(s, params) == []  # world 4 beyond the 2 devices present is not asked for
+    assert (
+        shape_problems(s, measured_with(params)) == []
+    )  # world 4 beyond the 2 devices present is not asked for
     o = judged(tmp_path, {**table(), "seq_len": 8})
     assert (
         o.status == "fail"
@@ -285,7 +288,7 @@ def test_what_params_yaml_says_was_measured(tmp_path: Path) -> None:
 def test_a_missing_world_is_named() -> None:
     s = table()
     del s["results"]["proc"]["2"]
-    assert shape_problems(s, PARAMS) == ["proc: world 2 missing from the table"]
+    assert shape_problems(s, measured_with(PARAMS)) == ["proc: world 2 missing from the table"]
 
 
 def test_rounds_are_whole_and_capped_and_every_window_has_its_readings() -> None:
@@ -474,3 +477,25 @@ def test_the_last_cycle_is_checked_too_and_worlds_are_named_in_numeric_order() -
         "windows not taken in turn: the measurements have different numbers of readings (proc world 1 4, "
         "proc world 2 4, thread world 1 4, thread world 2 4, thread world 10 5)"
     ]
+
+
+# ---- the judge on records built by hand, no tree (gates/reading/measurements.py reads them) ----------
+
+
+def test_the_judge_takes_plain_records_and_resolves_params_only_when_floors_exist() -> None:
+    from gates.reading.deferred import Deferred
+    from gates.reading.measurements import ScalingRecords
+
+    r = ScalingRecords(table(), Deferred(measured_with(PARAMS)))
+    o = scaling(r, PROFILES)
+    assert (o.status, o.measured, o.threshold) == ("pass", "proc 1.90x thread 1.90x @2", THRESHOLD)
+    unresolved = ScalingRecords(table(), Deferred(error=KeyError("scaling")))
+    o = scaling(unresolved, {"gpu": PROFILES["cpu"]})  # no floors: failed before params were needed
+    assert (o.status, o.measured, o.threshold) == ("fail", None, None)
+    assert o.message.startswith("bench/scaling.json was measured on profile 'cpu', which has no floors")
+    try:
+        scaling(unresolved, PROFILES)
+    except KeyError as e:
+        assert e.args == ("scaling",)
+    else:
+        raise AssertionError("the params' error was not raised where they are needed")

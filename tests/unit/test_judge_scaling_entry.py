@@ -31,6 +31,7 @@ from contracts.perf_record import judged_spread
 from gates.judges import scaling as sc
 from gates.judges.gate import NoPicture
 from gates.judges.scaling import recompute, scaling, shape_problems, verdicts
+from gates.reading.measurements import measured_with, read_scaling
 from judge_trees import Tree
 
 LINEAR = "#9e9e9e"
@@ -89,7 +90,7 @@ CAPTION = (
 
 
 def test_the_picture_draws_throughput_whiskers_speedups_floors_and_linear(tmp_path: Path, drawn) -> None:
-    pic = sc.scaling_picture(tree(tmp_path, table()).artifacts(), {"scaling": PROFILES})
+    pic = sc.GATE.draw(tree(tmp_path, table()).artifacts(), {"scaling": PROFILES})
     assert (pic.html, pic.caption) == ("<svg/>", CAPTION)
     (fig,) = drawn
     left, right = fig.axes
@@ -123,7 +124,7 @@ def test_a_speedup_below_its_floor_is_crossed_and_a_missing_world_named(tmp_path
     s["worlds"] = s["worlds_requested"] = [1, 2, 4]
     s["results"]["proc"]["4"] = measurement([380.0, 381.0, 379.0, 380.0], 100.5)
     profiles = {"cpu": {"floors": {"2": 1.5, "4": 3.79}, "band": 0.104, "max_spread": 0.5}}
-    pic = sc.scaling_picture(tree(tmp_path, s).artifacts(), {"scaling": profiles})
+    pic = sc.GATE.draw(tree(tmp_path, s).artifacts(), {"scaling": profiles})
     assert pic.caption == CAPTION.replace("25%", "10%") + " Missing from the table: thread world 4."
     left, right = drawn[0].axes
     assert [(label, xs) for label, xs, _, _ in errorbars(left)] == [("proc", [1, 2, 4]), ("thread", [1, 2])]
@@ -141,7 +142,7 @@ def test_a_speedup_below_its_floor_is_crossed_and_a_missing_world_named(tmp_path
 def test_a_speedup_on_its_floor_is_not_crossed(tmp_path: Path, drawn) -> None:
     s = table()
     s2 = s["results"]["proc"]["2"]["speedup"]
-    sc.scaling_picture(
+    sc.GATE.draw(
         tree(tmp_path, s).artifacts(), {"scaling": {"cpu": {**PROFILES["cpu"], "floors": {"2": s2}}}}
     )
     assert [line.get_label() for line in drawn[0].axes[1].get_lines()] == [
@@ -154,7 +155,7 @@ def test_a_speedup_on_its_floor_is_not_crossed(tmp_path: Path, drawn) -> None:
 
 def test_a_profile_without_floors_has_no_picture(tmp_path: Path, drawn) -> None:
     with pytest.raises(NoPicture, match=r"^profile 'cpu' has no floors in params.yaml gates.scaling$"):
-        sc.scaling_picture(tree(tmp_path, table()).artifacts(), {"scaling": {"gpu": PROFILES["cpu"]}})
+        sc.GATE.draw(tree(tmp_path, table()).artifacts(), {"scaling": {"gpu": PROFILES["cpu"]}})
     assert drawn == []
 
 
@@ -218,7 +219,7 @@ def params_for(worlds: list[int]) -> FakeParams:
 def judged_as(root: Path, s: dict, profile: dict, worlds: list[int]):
     t = tree(root, s)
     t.params = params_for(worlds)
-    return scaling(t.artifacts(), {"cpu": profile})
+    return scaling(read_scaling(t.artifacts()), {"cpu": profile})
 
 
 SLOW = [w * 0.4 for w in W1], [w * 0.4 for w in W2]  # thread at 40% of proc: 60% apart
@@ -310,7 +311,7 @@ def test_shape_names_the_worlds_measured_every_missing_world_and_each_bad_round(
     s = measured_table({"thread": {1: W1}, "proc": {1: W1, 2: W2, 4: W2}}, [1, 2, 4])
     s["worlds"] = [1, 2]
     s["results"]["proc"]["2"]["windows"] = [*W2, 190.0]
-    assert shape_problems(s, params) == [
+    assert shape_problems(s, measured_with(params)) == [
         "worlds [1, 2], params.yaml gives [1, 2, 4]",
         "proc world 2: 5 windows, 1 rounds of params.yaml scaling.windows 4",
         "thread: world 2, 4 missing from the table",
@@ -320,5 +321,5 @@ def test_shape_names_the_worlds_measured_every_missing_world_and_each_bad_round(
 def test_the_caption_names_every_missing_world(tmp_path: Path, drawn) -> None:
     s = measured_table({"thread": {1: W1}, "proc": {1: W1, 2: W2, 4: W2}}, [1, 2, 4])
     profiles = {"cpu": {"floors": {"2": 1.5}, "band": 0.25, "max_spread": 0.5}}
-    pic = sc.scaling_picture(tree(tmp_path, s).artifacts(), {"scaling": profiles})
+    pic = sc.GATE.draw(tree(tmp_path, s).artifacts(), {"scaling": profiles})
     assert pic.caption == CAPTION + " Missing from the table: thread world 2, thread world 4."

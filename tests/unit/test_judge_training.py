@@ -20,7 +20,7 @@ from gates.judges.training import (
     cross_rank,
     finite,
     foreign_recorder,
-    refuse,
+    refusal,
     step_ranges,
     train_mode_problem,
     with_train_mode,
@@ -121,6 +121,12 @@ def test_with_train_mode_fails_first_and_keeps_the_comparison() -> None:
 
 
 # -- refuse ---------------------------------------------------------------------------------------------
+
+
+def refuse(a, runs, threshold):
+    """What a reader finds (expect.run_problems per run) and the judge says of it (refusal)."""
+    problems = [p for run, m in runs for p in expect.run_problems(a.params, run, m)]
+    return refusal(problems, a.params is not None and a.params.describes_runs, threshold)
 
 
 def test_refuse_names_every_problem_and_whose_truth_it_is(monkeypatch) -> None:
