@@ -1507,7 +1507,8 @@ CONTROLS += [
     (
         "seals differences: 8 hex digits of a sealed file",
         lambda mp, tmp: file_out_property(
-            planted(seal_records, "differences", "md5 == recorded", "md5[:8] == recorded[:8]"), cfg=no_shrink(None)
+            planted(seal_records, "differences", "md5 == recorded", "md5[:8] == recorded[:8]"),
+            cfg=no_shrink(None),
         ),
         r"UNSEEN sealed md5 at hex (\d+)",
         8,
