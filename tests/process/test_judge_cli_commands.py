@@ -276,9 +276,13 @@ def test_refuse_folder_outputs_passes_files_and_absent_paths(root: Path) -> None
 # --- run_gate ----------------------------------------------------------------------------------
 
 
-def fake_gate(run: Any, gate_id: str = "seals") -> catalogue.Gate:
-    """The seals gate with this id and run; its threshold text read from the thresholds given."""
-    return dataclasses.replace(catalogue.SEALS, id=gate_id, judge=run, threshold=lambda t: t["label"])
+def fake_gate(run: Any, gate_id: str = "seals", reader: Any = None) -> catalogue.Gate:
+    """The seals gate with this id, `run` as its judge handed the gate's own view (a test double's reader:
+    `reader`, or the view itself); its threshold text read from the thresholds given."""
+    read = reader or (lambda view, t: view)
+    return dataclasses.replace(
+        catalogue.SEALS, id=gate_id, judge=run, read=read, threshold=lambda t: t["label"]
+    )
 
 
 GATE_THRESHOLDS = {"label": "T"}
@@ -303,9 +307,10 @@ def raising(exc: Exception) -> Any:
 def test_run_gate_turns_each_reading_failure_into_its_status(
     tmp_path, exc, status, measured, message
 ) -> None:
-    o = cli.run_gate(fake_gate(raising(exc)), Tree(tmp_path).artifacts(), GATE_THRESHOLDS)
-    assert (o.status, o.measured, o.threshold, o.message) == (status, measured, "T", message)
-    assert o.not_in_pipeline == [] and o.artifacts == {}
+    for gate in (fake_gate(raising(exc)), fake_gate(lambda r, t: Outcome("pass"), reader=raising(exc))):
+        o = cli.run_gate(gate, Tree(tmp_path).artifacts(), GATE_THRESHOLDS)  # judging, then reading
+        assert (o.status, o.measured, o.threshold, o.message) == (status, measured, "T", message)
+        assert o.not_in_pipeline == [] and o.artifacts == {}
 
 
 def test_run_gate_keeps_the_gates_outcome_and_what_it_read(tmp_path) -> None:
