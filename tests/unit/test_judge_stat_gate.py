@@ -6,6 +6,7 @@ another launcher's run is still refused as misplaced.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,58 @@ def test_a_replica_folder_holds_a_single_run_only() -> None:
     assert misplaced_run("runs/single-r0/metrics.json", {"launcher": "proc"}) is not None  # negative control
     assert misplaced_run("runs/single-rx/metrics.json", {"launcher": "single"}) is not None
     assert misplaced_run("runs/proc-r0/metrics.json", {"launcher": "single"}) is not None
+
+
+def test_the_picture_pinned_whole() -> None:
+    one = [("runs/single-r0", {"train_loss": [1.0, 3.0], "grad_norm": [0.5, 0.5]})]
+    p = stat_picture(ReplicaRuns(one, ("runs/proc", {"train_loss": [4.0], "grad_norm": [1.0]})), T)
+    assert p.html == (
+        "<table><tr><th>run</th><th>mean train_loss</th><th>mean grad_norm</th></tr>"
+        "<tr><td>runs/single-r0</td><td>2</td><td>0.5</td></tr><tr><td>runs/proc</td><td>4</td><td>1</td></tr>"
+        "</table>"
+    )
+    assert p.caption == "1 replicas of single and runs/proc: the curve means the level tests compare"
+
+
+def test_a_fresh_unit_is_the_catalogues() -> None:
+    # the catalogue's unit is built at import; a fresh one is built under the test (and its mutants)
+    g, fresh = catalogue.get("loss_match_stat.proc"), stat_gate("proc")
+    for field in ("id", "checks", "why", "investigate", "takes"):
+        assert getattr(fresh, field) == getattr(g, field), field
+    assert (
+        fresh.threshold(T) == g.threshold(T) and fresh.picture is stat_picture and fresh.judge is judge_stat
+    )
+    assert "runs/proc/loss.csv" in fresh.investigate and "thread" in stat_gate("thread").checks
+
+
+def write_metrics(tree: Tree, rel: str, stage: str, m: dict) -> None:
+    path = tree.root / rel
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(m))
+    tree.stages[stage] = {"outs": []}
+
+
+def read_with(tree: Tree, launcher: str, thresholds: dict | None = None) -> ReplicaRuns:
+    """The reader over a tree whose files count as validated against metrics.schema.json (the check's
+    shared cache): a reader that names another schema validates them for real and refuses them."""
+    a = tree.artifacts()
+    for rel in sorted(str(p.relative_to(tree.root)) for p in tree.root.glob("runs/*/metrics.json")):
+        a.validated[(rel, "metrics.schema.json", a.lock.md5(rel))] = json.loads((tree.root / rel).read_text())
+    return stat_gate(launcher).read(a, thresholds or T) if thresholds else read_replica_runs(a, launcher)
+
+
+def test_the_reader_returns_every_replica_in_order_then_the_ddp_run(tmp_path: Path) -> None:
+    t = Tree(tmp_path)
+    ms = []
+    for k in range(2):
+        m = {"launcher": "single", "world": 1, "train_loss": [1.0 + k]}
+        write_metrics(t, f"runs/single-r{k}/metrics.json", f"train_replica@{k}", m)
+        ms.append(m)
+    ddp_m = {"launcher": "proc", "world": 2, "train_loss": [3.0]}
+    write_metrics(t, "runs/proc/metrics.json", "train@proc", ddp_m)
+    want = ReplicaRuns([("runs/single-r0", ms[0]), ("runs/single-r1", ms[1])], ("runs/proc", ddp_m))
+    assert read_with(t, "proc") == want
+    assert read_with(t, "proc", T) == want
+    # negative control: the same files validated for real are refused (they are not whole records)
+    with pytest.raises(ArtifactError, match=r"^runs/single-r0/metrics.json: "):
+        read_replica_runs(t.artifacts(), "proc")
