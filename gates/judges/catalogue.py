@@ -19,6 +19,7 @@ from gates.judges import (
     pilot,
     probes,
     provenance,
+    replicas,
     scaling,
     seals,
     training,
@@ -46,6 +47,8 @@ GATE_STAGES = {  # gate id (or prefix) -> the DVC stages whose artifacts it read
     "loss_match.thread": ["train_single", "train@thread"],
     "loss_match.proc": ["train_single", "train@proc"],
     "launcher_parity": ["train@thread", "train@proc"],
+    # the statistical tier: K=3 replicas of single (train_replica@k, runs/single-r<k>) and the DDP run
+    "loss_match_stat.proc": ["train_replica@0", "train_replica@1", "train_replica@2", "train@proc"],
     "cross_rank.thread": ["train@thread"],
     "cross_rank.proc": ["train@proc"],
     "export_md5": ["export"],
@@ -78,6 +81,7 @@ GATES: list[Gate] = [
     provenance.GATE,
     ddp.loss_match_gate("thread"),
     ddp.loss_match_gate("proc"),
+    replicas.stat_gate("proc"),
     ddp.LAUNCHER_PARITY,
     training.cross_rank_gate("thread"),
     training.cross_rank_gate("proc"),
@@ -145,6 +149,7 @@ def stages_read(gate_id: str) -> list[str]:
 NEEDS = {
     "loss_match.thread": ["train@thread"],
     "loss_match.proc": ["train@proc"],
+    "loss_match_stat.proc": ["train_replica@0", "train@proc"],  # no replicas: nothing to judge
     "launcher_parity": ["train@thread", "train@proc"],
     "fresh_train": ["train_single"],
 }

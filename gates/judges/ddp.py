@@ -240,7 +240,8 @@ def check_dropout(single: Metrics, ddp: Metrics, ref: str = "single") -> Check:
             "dropout masks",
             False,
             "unseeded dropout (runrecord dropout='replicas'): no two runs draw the same masks, so the exact "
-            "tier cannot judge them; the statistical tier does, from replicas (docs/statistical-tier.md)",
+            "tier cannot judge them; the statistical tier does, from replicas of single (python -m gates explain "
+            "loss_match_stat.proc)",
         )
     if "off" in modes.values():
         if set(modes.values()) != {"off"}:

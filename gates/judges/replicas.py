@@ -29,7 +29,9 @@ from typing import Any
 from gates.judges.ddp import Check, check_samples
 from gates.judges.ddp import shape_problem as ddp_shape
 from gates.judges.distributions import f_upper, t_two_sided
+from gates.judges.gate import Gate, Picture, Thresholds
 from gates.judges.outcome import Outcome, fmt
+from gates.reading.replica_runs import ReplicaRuns, read_replica_runs
 
 Metrics = dict[str, Any]
 Named = tuple[str, Metrics]  # ("runs/single-r0", its metrics.json)
@@ -292,3 +294,55 @@ def judge_replicas(replicas: list[Named], run: Named, tier: StatTier) -> Outcome
             f"outside the replicas' spread: {'; '.join(t.line() for t in failing)}. Next: {hint(failing)}"
         )
     return Outcome("fail", worst, threshold, f"{head}: " + "; ".join(parts))
+
+
+def tier_of(t: Thresholds) -> StatTier:
+    """params.yaml gates: loss_match_stat -> the tier's settings (the others keep their defaults)."""
+    section = t.get("loss_match_stat") or {}  # absent: a params.yaml older than the tier (StatTier's own)
+    return StatTier(
+        alpha=section.get("alpha", StatTier.alpha),
+        min_replicas=section.get("min_replicas", StatTier.min_replicas),
+    )
+
+
+def judge_stat(records: ReplicaRuns, t: Thresholds) -> Outcome:
+    """The gate's judge: the records gates/reading/replica_runs.py read, the thresholds; no file."""
+    return judge_replicas(records.replicas, records.run, tier_of(t))
+
+
+def stat_picture(records: ReplicaRuns, t: Thresholds) -> Picture:
+    """Each run's curve means beside the replicas': the numbers the level tests compare."""
+    runs = [*records.replicas, records.run]
+    rows = "".join(
+        f"<tr><td>{name}</td>" + "".join(f"<td>{fmt(_mean(m[key]))}</td>" for key in CURVES) + "</tr>"
+        for name, m in runs
+    )
+    head = "".join(f"<th>mean {key}</th>" for key in CURVES)
+    return Picture(
+        f"<table><tr><th>run</th>{head}</tr>{rows}</table>",
+        f"{len(records.replicas)} replicas of single and {records.run[0]}: the curve means the level tests compare",
+    )
+
+
+def stat_gate(launcher: str) -> Gate:
+    return Gate(
+        id=f"loss_match_stat.{launcher}",
+        checks=f"the {launcher}-per-rank DDP run against K single-device replicas (runs/single-r<k>) when "
+        "dropout cannot be seeded (runrecord dropout='replicas'): samples, lr per step, val@0 and cross-rank "
+        "equality exactly; the train loss, grad norm and eval curves as distributions (level: t test of the "
+        "curve mean; roughness: F test of the step-to-step noise), Bonferroni over the tests",
+        threshold=lambda t: (
+            f"statistical tier: K >= {tier_of(t).min_replicas} replicas, alpha {tier_of(t).alpha:g} per verdict"
+        ),
+        judge=judge_stat,
+        why="dropout drawn inside a kernel (SDPA, fused attention) cannot be seeded per sample, so no DDP run "
+        "equals a single-device run; a correct one is one more draw of that noise, a mistake moves it outside "
+        "the replicas' spread (alpha 0.01 measured: 1/100 correct DDP runs; each classic mistake 20/20 at K=3)",
+        investigate="the message names the failing check. cross-rank: unsynced gradients, a per-rank init after "
+        "the wrap or a per-rank lr; lr, samples, val@0: as loss_match; grad_norm off the spread: loss scaling "
+        f"under gradient accumulation or the gradient all-reduce; train_loss roughness: one rank's loss logged. "
+        f"Files: runs/single-r<k>/loss.csv, runs/{launcher}/loss.csv",
+        takes=("loss_match_stat",),
+        picture=stat_picture,
+        read=lambda a, t: read_replica_runs(a, launcher),
+    )

@@ -45,6 +45,7 @@ def nonfinite(data: Any, where: str = "") -> list[str]:
 
 
 RUN_METRICS = re.compile(r"runs/([^/]+)/metrics\.json")
+REPLICA_FOLDER = re.compile(r"single-r[0-9]+")
 
 
 def misplaced_run(rel: str, data: Any) -> str | None:
@@ -52,6 +53,8 @@ def misplaced_run(rel: str, data: Any) -> str | None:
     m = RUN_METRICS.fullmatch(rel)
     if m is None or not isinstance(data, dict) or data.get("launcher") == m.group(1):
         return None
+    if data.get("launcher") == "single" and REPLICA_FOLDER.fullmatch(m.group(1)):
+        return None  # a replica of single (the statistical tier): runs/single-r<k>
     return (
         f"{rel}: launcher: {data.get('launcher')!r}, but the run lives in runs/{m.group(1)}: a run "
         f"copied from another launcher's folder (dvc repro the stage that writes runs/{m.group(1)})"

@@ -50,6 +50,9 @@ MODULE_ARGS = {"import_module": 0, "run_module": 0, "torchrun_cmd": 1}
 # contracts/artifact_table.py's functions that take an artifact kind first: the kind's schema is read
 KIND_CALLS = ("read", "write", "check", "artifact")
 SHELL_OPS = frozenset({"&&", "||", ";", "|"})
+ASSIGNMENT = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL
+)  # `REPLICA=0 python3 ...`: the shell's env prefix
 DECLARED = "gates.scope.stages"
 HEAD_PARAMS = "HEAD's params file"  # names an error that is dropped
 
@@ -146,7 +149,8 @@ def commands(cmd: Any) -> list[list[str]]:
             continue
         for is_op, group in itertools.groupby(words, lambda w: w in SHELL_OPS):
             if not is_op:
-                out.append(list(group))
+                argv = list(group)
+                out.append(list(itertools.dropwhile(ASSIGNMENT.fullmatch, argv)))
     return out
 
 

@@ -188,8 +188,8 @@ README_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("`seals`, `provenance`", ("seals", "provenance")),
     ("`consistency`, `finite`", ("consistency", "finite")),
     (
-        "`loss_match.thread`, `.proc`; `launcher_parity`",
-        ("loss_match.thread", "loss_match.proc", "launcher_parity"),
+        "`loss_match.thread`, `.proc`; `loss_match_stat.proc`; `launcher_parity`",
+        ("loss_match.thread", "loss_match.proc", "loss_match_stat.proc", "launcher_parity"),
     ),
     ("`cross_rank.thread`, `.proc`", ("cross_rank.thread", "cross_rank.proc")),
     ("`export_md5`, `export_gguf`", ("export_md5", "export_gguf")),

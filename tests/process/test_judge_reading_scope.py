@@ -108,6 +108,13 @@ def test_parents_and_commands() -> None:
     ]  # fmt: skip
     assert commands(["python3 a.py", "b"]) == [["python3", "a.py"], ["b"]]
     assert commands("echo 'unclosed") == [] and commands("") == [] and commands(3) == [["3"]]
+    # the shell's env prefix is no command (a replica stage: `REPLICA=0 python3 train.py`); later words stay
+    assert commands("REPLICA=0 _X9=a=b python3 t.py X=1 && A= python3 -m y") == [
+        ["python3", "t.py", "X=1"],
+        ["python3", "-m", "y"],
+    ]
+    assert commands("0X=1 python3 t.py") == [["0X=1", "python3", "t.py"]]  # not a name: no assignment
+    assert commands("X=1") == [[]] and commands("-X=1 a") == [["-X=1", "a"]]
 
 
 @pytest.mark.parametrize(

@@ -526,7 +526,8 @@ def test_mutation_survivors_of_the_first_round():
         "dropout masks",
         False,
         "unseeded dropout (runrecord dropout='replicas'): no two runs draw the same masks, so the exact "
-        "tier cannot judge them; the statistical tier does, from replicas (docs/statistical-tier.md)",
+        "tier cannot judge them; the statistical tier does, from replicas of single (python -m gates explain "
+        "loss_match_stat.proc)",
     )
     flat = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     assert roughness_test("x", flat, [0.0, 1.0, 0.0]).name == "x roughness"
